@@ -1,0 +1,44 @@
+# Wingman: a drop-in replacement for Istio's pilot-agent.
+GO        ?= go
+TAGS      ?= disable_pgv,grpcnotrace
+BIN       ?= out/pilot-agent
+FUZZTIME  ?= 5s
+BENCHTIME ?= 1x
+COUNT     ?= 1
+
+.PHONY: all build test vet unit race fuzz fuzz-long bench lint demo perf clean
+
+all: build
+
+build:
+	$(GO) build -tags $(TAGS) -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/pilot-agent
+
+# The README's test command: vet, every test under the race detector, every fuzz target briefly.
+test: vet race fuzz
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -count=1 ./...
+
+race:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Runs each native fuzz target for FUZZTIME (committed crashers in testdata/fuzz run as regression
+# cases in every plain `go test` too).
+fuzz:
+	scripts/fuzz.sh $(FUZZTIME)
+
+fuzz-long:
+	scripts/fuzz.sh 5m
+
+# Benchmarks with allocation counts; see bench/README.md for how the figures are taken.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) ./...
+
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+clean:
+	rm -rf out
