@@ -12,6 +12,7 @@ import (
 	_ "github.com/miekg/dns"
 	_ "github.com/planetscale/vtprotobuf/protohelpers"
 	_ "github.com/prometheus/client_golang/prometheus"
+	_ "github.com/spf13/pflag"
 	_ "go.uber.org/goleak"
 	_ "golang.org/x/sys/unix"
 	_ "google.golang.org/grpc"
