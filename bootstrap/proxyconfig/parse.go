@@ -1,0 +1,96 @@
+package proxyconfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"sigs.k8s.io/yaml"
+)
+
+// ParseProxyConfig parses one ProxyConfig document (YAML or JSON). Like Istio, a field this build
+// does not know is tolerated (logged) so that a newer control plane's config does not stop the pod;
+// a known field of the wrong type or value is an error naming source and field.
+func ParseProxyConfig(doc []byte, source string, log *slog.Logger) (*meshv1alpha1.ProxyConfig, error) {
+	pc := &meshv1alpha1.ProxyConfig{}
+	if err := parseInto(doc, pc, source, log); err != nil {
+		return nil, err
+	}
+	if err := checkTracerKeys(doc, "", source); err != nil {
+		return nil, err
+	}
+	return pc, nil
+}
+
+func parseMeshConfig(doc []byte, source string, log *slog.Logger) (*meshv1alpha1.MeshConfig, error) {
+	mc := &meshv1alpha1.MeshConfig{}
+	if err := parseInto(doc, mc, "mesh config "+source, log); err != nil {
+		return nil, err
+	}
+	if err := checkTracerKeys(doc, "defaultConfig", "mesh config "+source); err != nil {
+		return nil, err
+	}
+	return mc, nil
+}
+
+func parseInto(doc []byte, m proto.Message, source string, log *slog.Logger) error {
+	js, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return fmt.Errorf("%s: not YAML or JSON: %w", source, err)
+	}
+	if string(js) == "null" {
+		return nil // an empty document says nothing
+	}
+	strictErr := protojson.Unmarshal(js, m)
+	if strictErr == nil {
+		return nil
+	}
+	// Retry tolerating unknown fields: if that succeeds, the only problem was a field this build does
+	// not know, which Istio also accepts.
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(js, m); err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	if log != nil {
+		log.Warn("ignoring unknown field", "source", source, "detail", strictErr.Error())
+	}
+	return nil
+}
+
+// checkTracerKeys rejects a tracing block naming a tracer this agent does not know. Unknown fields
+// are otherwise tolerated, but a tracer the user asked for and silently did not get is a bug report
+// waiting to happen; Istio drops it without a word.
+func checkTracerKeys(doc []byte, under, source string) error {
+	js, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil // already reported by parseInto
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(js, &top) != nil {
+		return nil
+	}
+	prefix := ""
+	if under != "" {
+		var inner map[string]json.RawMessage
+		if json.Unmarshal(top[under], &inner) != nil {
+			return nil
+		}
+		top, prefix = inner, under+"."
+	}
+	var tracing map[string]json.RawMessage
+	if json.Unmarshal(top["tracing"], &tracing) != nil {
+		return nil
+	}
+	known := (&meshv1alpha1.Tracing{}).ProtoReflect().Descriptor().Fields()
+	for k := range tracing {
+		if known.ByJSONName(k) == nil && known.ByName(protoreflectName(k)) == nil {
+			return fmt.Errorf("%s: field %stracing.%s: unknown tracer or tracing field (known tracers: zipkin, lightstep, datadog, stackdriver, openCensusAgent)", source, prefix, k)
+		}
+	}
+	return nil
+}
+
+func protoreflectName(s string) protoreflect.Name { return protoreflect.Name(s) }
