@@ -1,0 +1,420 @@
+package fastpath
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc/mem"
+)
+
+// maxPeekString bounds the strings the proxy copies out of a message (type URLs, nonces,
+// versions, node ids, error messages). Longer values are a protocol violation.
+const maxPeekString = 64 << 10
+
+// Field numbers of envoy.service.discovery.v3 messages.
+const (
+	reqVersion   = 1 // DiscoveryRequest.version_info
+	reqNode      = 2
+	reqNames     = 3
+	reqTypeURL   = 4
+	reqNonce     = 5
+	reqError     = 6
+	respVersion  = 1 // DiscoveryResponse.version_info
+	respResource = 2
+	respTypeURL  = 4
+	respNonce    = 5
+
+	dreqNode        = 1 // DeltaDiscoveryRequest.node
+	dreqTypeURL     = 2
+	dreqSubscribe   = 3
+	dreqUnsubscribe = 4
+	dreqInitial     = 5
+	dreqNonce       = 6
+	dreqError       = 7
+	drespVersion    = 1 // DeltaDiscoveryResponse.system_version_info
+	drespResources  = 2
+	drespTypeURL    = 4
+	drespNonce      = 5
+	drespRemoved    = 6
+	resVersion      = 1 // Resource.version
+	resResource     = 2
+	resName         = 3
+	anyValue        = 2 // google.protobuf.Any.value
+	nodeID          = 1 // config.core.v3.Node.id
+	statusCode      = 1 // google.rpc.Status.code
+	statusMessage   = 2
+)
+
+// Request is what the proxy reads of a state-of-the-world DiscoveryRequest.
+type Request struct {
+	TypeURL  string
+	Version  string
+	Nonce    string
+	Names    int    // number of resource names
+	HasError bool   // error_detail is set: the request is a NACK
+	ErrorMsg string // error_detail.message, when HasError
+	NodeID   string // node.id, when the request carries a node
+	Node     []byte // the encoded node, copied, when the request carries one
+}
+
+// DeltaRequest is what the proxy reads of a DeltaDiscoveryRequest.
+type DeltaRequest struct {
+	TypeURL     string
+	Nonce       string
+	Subscribe   int // number of names in resource_names_subscribe
+	Unsubscribe int // number of names in resource_names_unsubscribe
+	HasError    bool
+	ErrorMsg    string
+	NodeID      string
+	Node        []byte
+}
+
+// Response is what the proxy reads of a state-of-the-world DiscoveryResponse.
+type Response struct {
+	TypeURL   string
+	Version   string
+	Nonce     string
+	Resources int
+}
+
+// DeltaResponse is what the proxy reads of a DeltaDiscoveryResponse.
+type DeltaResponse struct {
+	TypeURL   string
+	Version   string // system_version_info
+	Nonce     string
+	Resources int
+	Removed   int
+}
+
+// NameKind says which list a name visited by [PeekDeltaRequest] or [PeekDeltaResponse] is in.
+type NameKind uint8
+
+const (
+	Subscribe   NameKind = iota + 1 // DeltaDiscoveryRequest.resource_names_subscribe
+	Unsubscribe                     // DeltaDiscoveryRequest.resource_names_unsubscribe
+	Updated                         // a Resource in DeltaDiscoveryResponse.resources (with its version)
+	Removed                         // DeltaDiscoveryResponse.removed_resources
+)
+
+// Peeker reads fields from frames. It keeps scratch space between calls so that names spanning
+// buffer boundaries cost no allocation in steady state. A Peeker is not safe for concurrent use;
+// the zero value is ready to use.
+type Peeker struct {
+	scratch  []byte
+	scratch2 []byte
+}
+
+// readString reads a length-delimited string field value, interning well-known type URLs.
+func (p *Peeker) readString(c *Cursor, intern bool) (string, error) {
+	n, err := c.Length()
+	if err != nil {
+		return "", err
+	}
+	if n > maxPeekString {
+		return "", fmt.Errorf("fastpath: string field of %d bytes exceeds %d", n, maxPeekString)
+	}
+	b, err := c.Bytes(n, &p.scratch)
+	if err != nil {
+		return "", err
+	}
+	if intern {
+		if s, ok := knownTypeURLs[string(b)]; ok {
+			return s, nil
+		}
+	}
+	return string(b), nil
+}
+
+// readNode copies the node message and reads its id.
+func (p *Peeker) readNode(c *Cursor) (id string, node []byte, err error) {
+	n, err := c.Length()
+	if err != nil {
+		return "", nil, err
+	}
+	sub, err := c.Sub(n)
+	if err != nil {
+		return "", nil, err
+	}
+	node = make([]byte, n)
+	cp := sub
+	b, err := cp.Bytes(n, &node)
+	if err != nil {
+		return "", nil, err
+	}
+	copy(node, b) // a no-op when Bytes already copied into node
+
+	nc := BytesCursor(node)
+	for {
+		f, wt, done, err := nc.Next()
+		if err != nil {
+			return "", nil, fmt.Errorf("node: %w", err)
+		}
+		if done {
+			return id, node, nil
+		}
+		if f == nodeID && wt == wireBytes {
+			if id, err = p.readString(&nc, false); err != nil {
+				return "", nil, fmt.Errorf("node.id: %w", err)
+			}
+			continue
+		}
+		if err := nc.SkipValue(wt); err != nil {
+			return "", nil, fmt.Errorf("node: %w", err)
+		}
+	}
+}
+
+// readStatus reads a google.rpc.Status and returns its message.
+func (p *Peeker) readStatus(c *Cursor) (string, error) {
+	n, err := c.Length()
+	if err != nil {
+		return "", err
+	}
+	sub, err := c.Sub(n)
+	if err != nil {
+		return "", err
+	}
+	msg := ""
+	for {
+		f, wt, done, err := sub.Next()
+		if err != nil {
+			return "", err
+		}
+		if done {
+			return msg, nil
+		}
+		if f == statusMessage && wt == wireBytes {
+			if msg, err = p.readString(&sub, false); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if err := sub.SkipValue(wt); err != nil {
+			return "", err
+		}
+	}
+}
+
+// PeekRequest reads a DiscoveryRequest.
+func (p *Peeker) PeekRequest(data mem.BufferSlice, r *Request) error {
+	*r = Request{}
+	c := NewCursor(data)
+	for {
+		f, wt, done, err := c.Next()
+		if err != nil {
+			return fmt.Errorf("DiscoveryRequest: %w", err)
+		}
+		if done {
+			return nil
+		}
+		if wt != wireBytes { // every field the proxy reads is length-delimited; others are unknown
+			if err := c.SkipValue(wt); err != nil {
+				return fmt.Errorf("DiscoveryRequest field %d: %w", f, err)
+			}
+			continue
+		}
+		switch f {
+		case reqVersion:
+			r.Version, err = p.readString(&c, false)
+		case reqTypeURL:
+			r.TypeURL, err = p.readString(&c, true)
+		case reqNonce:
+			r.Nonce, err = p.readString(&c, false)
+		case reqNames:
+			r.Names++
+			err = c.SkipValue(wt)
+		case reqNode:
+			r.NodeID, r.Node, err = p.readNode(&c)
+		case reqError:
+			r.HasError = true
+			r.ErrorMsg, err = p.readStatus(&c)
+		default:
+			err = c.SkipValue(wt)
+		}
+		if err != nil {
+			return fmt.Errorf("DiscoveryRequest field %d: %w", f, err)
+		}
+	}
+}
+
+// PeekResponse reads a DiscoveryResponse. It walks the top-level fields only: each resource is
+// skipped by its length, so the cost does not depend on what the resources hold and nothing is
+// allocated per resource.
+func (p *Peeker) PeekResponse(data mem.BufferSlice, r *Response) error {
+	*r = Response{}
+	c := NewCursor(data)
+	for {
+		f, wt, done, err := c.Next()
+		if err != nil {
+			return fmt.Errorf("DiscoveryResponse: %w", err)
+		}
+		if done {
+			return nil
+		}
+		if wt != wireBytes { // every field the proxy reads is length-delimited; others are unknown
+			if err := c.SkipValue(wt); err != nil {
+				return fmt.Errorf("DiscoveryResponse field %d: %w", f, err)
+			}
+			continue
+		}
+		switch f {
+		case respVersion:
+			r.Version, err = p.readString(&c, false)
+		case respTypeURL:
+			r.TypeURL, err = p.readString(&c, true)
+		case respNonce:
+			r.Nonce, err = p.readString(&c, false)
+		case respResource:
+			r.Resources++
+			err = c.SkipValue(wt)
+		default:
+			err = c.SkipValue(wt)
+		}
+		if err != nil {
+			return fmt.Errorf("DiscoveryResponse field %d: %w", f, err)
+		}
+	}
+}
+
+// PeekDeltaRequest reads a DeltaDiscoveryRequest. When visit is not nil it is called for every
+// subscribed and unsubscribed name; the name is only valid during the call.
+func (p *Peeker) PeekDeltaRequest(data mem.BufferSlice, r *DeltaRequest, visit func(NameKind, []byte)) error {
+	*r = DeltaRequest{}
+	c := NewCursor(data)
+	for {
+		f, wt, done, err := c.Next()
+		if err != nil {
+			return fmt.Errorf("DeltaDiscoveryRequest: %w", err)
+		}
+		if done {
+			return nil
+		}
+		if wt != wireBytes { // every field the proxy reads is length-delimited; others are unknown
+			if err := c.SkipValue(wt); err != nil {
+				return fmt.Errorf("DeltaDiscoveryRequest field %d: %w", f, err)
+			}
+			continue
+		}
+		switch f {
+		case dreqNode:
+			r.NodeID, r.Node, err = p.readNode(&c)
+		case dreqTypeURL:
+			r.TypeURL, err = p.readString(&c, true)
+		case dreqNonce:
+			r.Nonce, err = p.readString(&c, false)
+		case dreqSubscribe, dreqUnsubscribe:
+			kind := Subscribe
+			if f == dreqUnsubscribe {
+				kind = Unsubscribe
+				r.Unsubscribe++
+			} else {
+				r.Subscribe++
+			}
+			var n int
+			if n, err = c.Length(); err == nil {
+				var name []byte
+				if name, err = c.Bytes(n, &p.scratch); err == nil && visit != nil {
+					visit(kind, name)
+				}
+			}
+		case dreqError:
+			r.HasError = true
+			r.ErrorMsg, err = p.readStatus(&c)
+		default:
+			err = c.SkipValue(wt)
+		}
+		if err != nil {
+			return fmt.Errorf("DeltaDiscoveryRequest field %d: %w", f, err)
+		}
+	}
+}
+
+// PeekDeltaResponse reads a DeltaDiscoveryResponse. When visit is not nil it is called with the
+// name and version of every resource (kind Updated) and every removed name (kind Removed); the
+// slices are only valid during the call. Resource bodies are skipped unread.
+func (p *Peeker) PeekDeltaResponse(data mem.BufferSlice, r *DeltaResponse, visit func(kind NameKind, name, version []byte)) error {
+	*r = DeltaResponse{}
+	c := NewCursor(data)
+	for {
+		f, wt, done, err := c.Next()
+		if err != nil {
+			return fmt.Errorf("DeltaDiscoveryResponse: %w", err)
+		}
+		if done {
+			return nil
+		}
+		if wt != wireBytes { // every field the proxy reads is length-delimited; others are unknown
+			if err := c.SkipValue(wt); err != nil {
+				return fmt.Errorf("DeltaDiscoveryResponse field %d: %w", f, err)
+			}
+			continue
+		}
+		switch f {
+		case drespVersion:
+			r.Version, err = p.readString(&c, false)
+		case drespTypeURL:
+			r.TypeURL, err = p.readString(&c, true)
+		case drespNonce:
+			r.Nonce, err = p.readString(&c, false)
+		case drespResources:
+			r.Resources++
+			err = p.peekResource(&c, visit)
+		case drespRemoved:
+			r.Removed++
+			var n int
+			if n, err = c.Length(); err == nil {
+				var name []byte
+				if name, err = c.Bytes(n, &p.scratch); err == nil && visit != nil {
+					visit(Removed, name, nil)
+				}
+			}
+		default:
+			err = c.SkipValue(wt)
+		}
+		if err != nil {
+			return fmt.Errorf("DeltaDiscoveryResponse field %d: %w", f, err)
+		}
+	}
+}
+
+// peekResource reads the name and version of one delta Resource, skipping its body.
+func (p *Peeker) peekResource(c *Cursor, visit func(NameKind, []byte, []byte)) error {
+	n, err := c.Length()
+	if err != nil {
+		return err
+	}
+	sub, err := c.Sub(n)
+	if err != nil {
+		return err
+	}
+	var name, version []byte
+	for {
+		f, wt, done, err := sub.Next()
+		if err != nil {
+			return fmt.Errorf("Resource: %w", err)
+		}
+		if done {
+			break
+		}
+		switch {
+		case f == resName && wt == wireBytes:
+			var k int
+			if k, err = sub.Length(); err == nil {
+				name, err = sub.Bytes(k, &p.scratch)
+			}
+		case f == resVersion && wt == wireBytes:
+			var k int
+			if k, err = sub.Length(); err == nil {
+				version, err = sub.Bytes(k, &p.scratch2)
+			}
+		default:
+			err = sub.SkipValue(wt)
+		}
+		if err != nil {
+			return fmt.Errorf("Resource field %d: %w", f, err)
+		}
+	}
+	if visit != nil {
+		visit(Updated, name, version)
+	}
+	return nil
+}
