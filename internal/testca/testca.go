@@ -10,6 +10,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -24,6 +25,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	pb "istio.io/api/security/v1alpha1"
@@ -53,7 +55,14 @@ type Config struct {
 	Clock func() time.Time
 	// Logger receives one line per failed request (nil → discard).
 	Logger *slog.Logger
+	// TLS makes Serve use TLS with a serving certificate for ServerName (verify it with
+	// ServingRootPEM); otherwise Serve is plaintext, as Istiod's :15010.
+	TLS bool
 }
+
+// ServerName is the DNS name in the CA's serving certificate: the name the agent expects for
+// an Istiod reached as localhost.
+const ServerName = "istiod.istio-system.svc"
 
 // CA is the certificate authority. Methods are safe for concurrent use.
 type CA struct {
@@ -66,6 +75,9 @@ type CA struct {
 	pem  []byte            // guarded by mu: root in PEM
 	md   metadata.MD       // guarded by mu: metadata of the last request
 	sn   int64             // guarded by mu: last serial number issued
+
+	serving     tls.Certificate // immutable after New: TLS serving certificate
+	servingRoot []byte          // immutable after New: PEM root that signed serving
 
 	pb.UnimplementedIstioCertificateServiceServer
 }
@@ -87,8 +99,43 @@ func New(cfg Config) (*CA, error) {
 	if err := ca.RotateRoot(); err != nil {
 		return nil, err
 	}
+	if err := ca.makeServing(); err != nil {
+		return nil, err
+	}
 	return ca, nil
 }
+
+// makeServing issues the TLS serving certificate from the first root, valid in real time
+// (TLS handshakes check the wall clock, not Config.Clock).
+func (ca *CA) makeServing() error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("testca: serving key: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1 << 40),
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{ServerName},
+	}
+	ca.mu.Lock()
+	parent, signer, rootPEM := ca.root, ca.key, ca.pem
+	ca.mu.Unlock()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), signer)
+	if err != nil {
+		return fmt.Errorf("testca: serving certificate: %w", err)
+	}
+	ca.serving = tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	ca.servingRoot = rootPEM
+	return nil
+}
+
+// ServingRootPEM is the root that verifies the TLS serving certificate (the first root; it does
+// not change with RotateRoot).
+func (ca *CA) ServingRootPEM() []byte { return append([]byte(nil), ca.servingRoot...) }
 
 // RotateRoot replaces the root key and certificate; later certificates chain to the new root.
 func (ca *CA) RotateRoot() error {
@@ -128,7 +175,14 @@ func (ca *CA) Register(s grpc.ServiceRegistrar) { pb.RegisterIstioCertificateSer
 // Serve serves the CA over plaintext gRPC on lis until ctx is done, then stops the server and
 // returns nil; lis is closed on return.
 func (ca *CA) Serve(ctx context.Context, lis net.Listener) error {
-	srv := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if ca.cfg.TLS {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{
+			Certificates: []tls.Certificate{ca.serving}, MinVersion: tls.VersionTLS12,
+			ClientAuth: tls.RequestClientCert,
+		})))
+	}
+	srv := grpc.NewServer(opts...)
 	ca.Register(srv)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
