@@ -1,0 +1,116 @@
+package bootstrap
+
+import (
+	"log/slog"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+)
+
+// NodeType is the first field of the node id.
+type NodeType string
+
+// Node types Istiod accepts from a sidecar agent.
+const (
+	Sidecar NodeType = "sidecar"
+	Router  NodeType = "router"
+)
+
+// Istio's fixed paths and ports (relative paths resolve against the agent's working directory).
+const (
+	DefaultSDSSocketDir          = "./var/run/secrets/workload-spiffe-uds"
+	DefaultSocketFile            = "socket"
+	DefaultCredentialFilesSocket = "./var/run/secrets/credential-uds/files-socket"
+	DefaultEnvoyStatusPort       = 15021
+	DefaultEnvoyPrometheusPort   = 15090
+	DefaultLabelsFile            = "./etc/istio/pod/labels"
+	DefaultAnnotationsFile       = "./etc/istio/pod/annotations"
+	DefaultGRPCBootstrapPath     = "./etc/istio/proxy/grpc-bootstrap.json"
+	DefaultProfilePath           = "/var/lib/istio/data/envoy.prof"
+)
+
+// Config is everything a render needs, already parsed by cmd. Start from NewConfig, which holds
+// Istio's defaults for the fields whose default is not the zero value. Immutable once passed in.
+type Config struct {
+	NodeType       NodeType
+	IPs            []string // instance IPs, first one in the node id; parsed and checked by Render
+	PodName        string   // POD_NAME
+	PodNamespace   string   // POD_NAMESPACE
+	Domain         string   // --domain; default <ns>.svc.cluster.local
+	ServiceAccount string   // SERVICE_ACCOUNT
+
+	// ProxyConfig is the effective ProxyConfig (see proxyconfig.LoadProxyConfig). Required.
+	ProxyConfig *meshv1alpha1.ProxyConfig
+
+	// Env is the process environment (os.Environ form). The render reads ISTIO_META_*,
+	// ISTIO_METAJSON_* and DNS_PROXY_ADDR from it, and nothing else.
+	Env []string
+
+	LabelsFile      string // downward-API labels; "" skips
+	AnnotationsFile string // downward-API annotations; "" skips
+
+	// XDSSocket is the agent's xDS socket; default <configPath>/XDS.
+	XDSSocket string
+	// WorkloadIdentitySocketFile is the SDS socket's file name under DefaultSDSSocketDir.
+	WorkloadIdentitySocketFile string
+
+	EnvoyStatusPort              int // ENVOY_STATUS_PORT
+	EnvoyPrometheusPort          int // ENVOY_PROMETHEUS_PORT
+	EnvoySecureMetricsPort       int // ENVOY_SECURE_METRICS_PORT, 0 = off
+	EnvoySecureMergedMetricsPort int // ENVOY_SECURE_MERGED_METRICS_PORT, 0 = off
+	STSPort                      int // --stsPort, 0 = off
+
+	Delta                       bool  // ISTIO_DELTA_XDS: ADS over DELTA_GRPC
+	DualStack                   bool  // ISTIO_DUAL_STACK
+	MetadataDiscovery           *bool // PEER_METADATA_DISCOVERY; nil = from ISTIO_META_ENABLE_HBONE
+	ExitOnZeroActiveConnections bool
+	EnvoySkipDeprecatedLogs     bool
+	StatusPortProxyProtocol     bool   // ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL
+	LogAsJSON                   bool   // --log_as_json
+	FIPS                        bool   // COMPLIANCE_POLICY is a FIPS policy
+	OutlierLogPath              string // --outlierLogPath
+	IstioVersion                string // build version unless ISTIO_META_ISTIO_VERSION says otherwise
+	CredentialSocketExists      bool   // a healthy ./var/run/secrets/credential-uds/socket exists
+	FileCredential              bool   // the agent serves only file-mounted certificates
+
+	// Platform facts (never probed here; cmd decides whether to probe).
+	PlatformMetadata map[string]string
+	PlatformLocality string // region/zone/subzone, used when no locality label is set
+
+	Logger *slog.Logger // nil discards
+}
+
+// NewConfig returns a Config holding Istio's defaults.
+func NewConfig() Config {
+	return Config{
+		NodeType:                   Sidecar,
+		WorkloadIdentitySocketFile: DefaultSocketFile,
+		EnvoyStatusPort:            DefaultEnvoyStatusPort,
+		EnvoyPrometheusPort:        DefaultEnvoyPrometheusPort,
+		Delta:                      true,
+		EnvoySkipDeprecatedLogs:    true,
+		LabelsFile:                 DefaultLabelsFile,
+		AnnotationsFile:            DefaultAnnotationsFile,
+	}
+}
+
+func (c *Config) domain() string {
+	if c.Domain != "" {
+		return c.Domain
+	}
+	return c.PodNamespace + ".svc.cluster.local"
+}
+
+func (c *Config) xdsSocket() string {
+	if c.XDSSocket != "" {
+		return c.XDSSocket
+	}
+	return c.ProxyConfig.GetConfigPath() + "/XDS"
+}
+
+func (c *Config) sdsSocket() string {
+	f := c.WorkloadIdentitySocketFile
+	if f == "" {
+		f = DefaultSocketFile
+	}
+	return DefaultSDSSocketDir + "/" + f
+}

@@ -1,0 +1,10 @@
+// Package bootstrap renders the Envoy bootstrap and the proxyless gRPC bootstrap that Istio's agent
+// writes, as typed values marshalled to JSON, with the node id and node metadata Istiod parses.
+//
+// The render path links none of Envoy's protos: envoy.go holds small Go types named and shaped like
+// Envoy's JSON (see ARCHITECTURE.md for the measured reason). Subpackage envoyproto checks the
+// output against Envoy's own protos and merges ISTIO_BOOTSTRAP_OVERRIDE as Envoy does; subpackage
+// proxyconfig builds the ProxyConfig.
+//
+// Nothing here reads the environment: the caller passes the process environment in Config.Env.
+package bootstrap

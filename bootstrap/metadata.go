@@ -1,0 +1,182 @@
+package bootstrap
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net"
+	"strconv"
+	"strings"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
+	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
+)
+
+const (
+	metaPrefix     = "ISTIO_META_"
+	metaJSONPrefix = "ISTIO_METAJSON_"
+	localityLabel  = "topology.istio.io/locality"
+	legacyLocality = "istio-locality"
+)
+
+// NodeMetadata builds the node metadata as Istio's GetNodeMetaData does, steps 1-7 of the spec:
+// proxyMetadata ISTIO_META_ keys, then ISTIO_META_* variables, then ISTIO_METAJSON_* objects merged
+// at the top level, then DNS_PROXY_ADDR; the result is decoded into the typed struct (a value of the
+// wrong type is an error naming the key and the variable it came from); then the agent's own facts
+// overwrite their keys.
+func NodeMetadata(cfg Config, ips []string) (*Metadata, error) {
+	pc := cfg.ProxyConfig
+	if pc == nil {
+		return nil, errors.New("bootstrap: Config.ProxyConfig is nil")
+	}
+	raw := map[string]any{}
+	from := map[string]string{} // metadata key -> where it came from, for errors
+
+	for k, v := range pc.GetProxyMetadata() {
+		if key, ok := strings.CutPrefix(k, metaPrefix); ok && key != "" {
+			raw[key] = v
+			from[key] = "proxyMetadata " + k
+		}
+	}
+	var jsonVars []string
+	for _, kv := range cfg.Env {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if key, ok := strings.CutPrefix(name, metaPrefix); ok && key != "" {
+			raw[key] = val
+			from[key] = name
+		} else if strings.HasPrefix(name, metaJSONPrefix) {
+			jsonVars = append(jsonVars, kv)
+		}
+	}
+	for _, kv := range jsonVars {
+		name, val, _ := strings.Cut(kv, "=")
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(val), &obj); err != nil {
+			return nil, fmt.Errorf("%s: not a JSON object: %w", name, err)
+		}
+		for k, v := range obj {
+			raw[k] = v
+			from[k] = name
+		}
+	}
+	if v, ok := lookupEnv(cfg.Env, "DNS_PROXY_ADDR"); ok && v != "" {
+		raw["DNS_PROXY_ADDR"] = v
+		from["DNS_PROXY_ADDR"] = "DNS_PROXY_ADDR"
+	}
+
+	m := &Metadata{}
+	for k, v := range raw {
+		// Decode key by key so a type error names the key and its source.
+		one, err := json.Marshal(map[string]any{k: v})
+		if err != nil {
+			return nil, fmt.Errorf("node metadata key %s (from %s): %w", k, from[k], err)
+		}
+		if err := json.Unmarshal(one, (*metadataFields)(m)); err != nil {
+			return nil, fmt.Errorf("node metadata key %s (from %s): %w", k, from[k], err)
+		}
+	}
+	m.Raw = raw
+
+	if err := setAgentFacts(m, cfg, ips); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func setAgentFacts(m *Metadata, cfg Config, ips []string) error {
+	pc := cfg.ProxyConfig
+	if cfg.IstioVersion != "" && m.IstioVersion == "" {
+		m.IstioVersion = cfg.IstioVersion
+	}
+	m.InstanceIPs = ips
+	if cfg.STSPort != 0 {
+		m.StsPort = strconv.Itoa(cfg.STSPort)
+	}
+	m.EnvoyStatusPort = cfg.EnvoyStatusPort
+	m.EnvoyPrometheusPort = cfg.EnvoyPrometheusPort
+	m.EnvoySecureMetricsPort = cfg.EnvoySecureMetricsPort
+	m.EnvoySecureMergedMetricsPort = cfg.EnvoySecureMergedMetricsPort
+	m.ExitOnZeroActiveConnections = StringBool(cfg.ExitOnZeroActiveConnections)
+	md := StringBool(metadataDiscovery(cfg, m))
+	m.MetadataDiscovery = &md
+	m.EnvoySkipDeprecatedLogs = StringBool(cfg.EnvoySkipDeprecatedLogs)
+	if cfg.WorkloadIdentitySocketFile != "" && cfg.WorkloadIdentitySocketFile != DefaultSocketFile {
+		m.WorkloadIdentitySocketFile = cfg.WorkloadIdentitySocketFile
+	}
+	m.ProxyConfig = &ProxyConfigJSON{pc}
+	m.InstanceName = cfg.PodName
+	m.Namespace = cfg.PodNamespace
+	m.ServiceAccount = cfg.ServiceAccount
+
+	labels := map[string]string{}
+	maps.Copy(labels, m.Labels)
+	if cfg.LabelsFile != "" {
+		fileLabels, err := proxyconfig.ReadPodInfoFile(cfg.LabelsFile)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("labels: %w", err)
+		}
+		maps.Copy(labels, fileLabels)
+	}
+	delete(labels, "pod-template-hash")
+	if loc, ok := labels[legacyLocality]; ok && labels[localityLabel] == "" {
+		labels[localityLabel] = strings.ReplaceAll(loc, ".", "/")
+	}
+	if len(labels) > 0 {
+		m.Labels = labels
+	}
+	if cfg.AnnotationsFile != "" {
+		ann, err := proxyconfig.ReadPodInfoFile(cfg.AnnotationsFile)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("annotations: %w", err)
+		}
+		if len(ann) > 0 {
+			m.Annotations = ann
+		}
+	}
+	if len(cfg.PlatformMetadata) > 0 {
+		m.PlatformMetadata = maps.Clone(cfg.PlatformMetadata)
+	}
+	if pc.GetControlPlaneAuthPolicy() == meshv1alpha1.AuthenticationPolicy_MUTUAL_TLS {
+		host, _, err := net.SplitHostPort(pc.GetDiscoveryAddress())
+		if err != nil {
+			return fmt.Errorf("ProxyConfig field discoveryAddress %q: %w", pc.GetDiscoveryAddress(), err)
+		}
+		if host == "localhost" {
+			host = "istiod.istio-system.svc"
+		}
+		m.PilotSubjectAltName = []string{host}
+	}
+	if cfg.OutlierLogPath != "" {
+		m.OutlierLogPath = cfg.OutlierLogPath
+	}
+	if cfg.CredentialSocketExists {
+		m.Raw["credential"] = "true"
+	}
+	if cfg.FileCredential {
+		m.Raw["file-credential"] = "true"
+	}
+	return nil
+}
+
+// metadataDiscovery: PEER_METADATA_DISCOVERY when set, else ENABLE_HBONE.
+func metadataDiscovery(cfg Config, m *Metadata) bool {
+	if cfg.MetadataDiscovery != nil {
+		return *cfg.MetadataDiscovery
+	}
+	return bool(m.EnableHBONE)
+}
+
+func lookupEnv(env []string, name string) (string, bool) {
+	for _, kv := range env { // first one wins, as os.Getenv does on duplicate entries
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}

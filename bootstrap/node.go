@@ -1,0 +1,56 @@
+package bootstrap
+
+import (
+	"strings"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+)
+
+const canonicalNameLabel = "service.istio.io/canonical-name"
+
+// serviceCluster is Istio's getServiceCluster: an explicit serviceCluster other than the default
+// wins; otherwise the tracingServiceName mode picks app label / canonical name, then the workload
+// name, then istio-proxy, qualified by namespace.
+func serviceCluster(pc *meshv1alpha1.ProxyConfig, m *Metadata, ns string) string {
+	if sc, ok := pc.GetClusterName().(*meshv1alpha1.ProxyConfig_ServiceCluster); ok && sc.ServiceCluster != "istio-proxy" && sc.ServiceCluster != "" {
+		return sc.ServiceCluster
+	}
+	name := m.Labels["app"]
+	switch pc.GetTracingServiceName() {
+	case meshv1alpha1.ProxyConfig_CANONICAL_NAME_ONLY:
+		if c := m.Labels[canonicalNameLabel]; c != "" {
+			return c
+		}
+	case meshv1alpha1.ProxyConfig_CANONICAL_NAME_AND_NAMESPACE:
+		if c := m.Labels[canonicalNameLabel]; c != "" {
+			name = c
+		}
+	}
+	if name == "" {
+		name = m.WorkloadName
+	}
+	if name == "" {
+		name = "istio-proxy"
+	}
+	return name + "." + ns
+}
+
+// locality from the locality label (already normalised to slashes), else the platform's.
+func locality(labels map[string]string, platform string) *Locality {
+	loc := labels[localityLabel]
+	if loc == "" {
+		loc = platform
+	}
+	parts := strings.SplitN(loc, "/", 3)
+	l := &Locality{}
+	if len(parts) > 0 {
+		l.Region = parts[0]
+	}
+	if len(parts) > 1 {
+		l.Zone = parts[1]
+	}
+	if len(parts) > 2 {
+		l.SubZone = parts[2]
+	}
+	return l
+}

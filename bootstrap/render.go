@@ -1,0 +1,333 @@
+package bootstrap
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+)
+
+// Render produces the Envoy bootstrap JSON for cfg (Istio's default template, as typed values).
+func Render(cfg Config) ([]byte, error) {
+	b, err := Build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: marshal: %w", err)
+	}
+	return append(out, '\n'), nil
+}
+
+// Build returns the typed bootstrap for cfg; Render marshals it.
+func Build(cfg Config) (*Bootstrap, error) {
+	st, err := newState(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return st.build()
+}
+
+// state is what one render derives from Config before building; immutable once newState returns.
+type state struct {
+	cfg        Config
+	pc         *meshv1alpha1.ProxyConfig
+	ips        []string
+	mode       ipMode
+	nodeID     string
+	cluster    string
+	locality   *Locality
+	meta       *Metadata
+	metaJSON   json.RawMessage
+	localhost  string
+	wildcard   string
+	additional string // the other family's wildcard when dual stack is on
+	dnsFamily  string
+	xdsType    string
+	discovery  bool // metadata discovery in effect (needs delta)
+}
+
+func newState(cfg Config) (*state, error) {
+	if cfg.ProxyConfig == nil {
+		return nil, fmt.Errorf("bootstrap: Config.ProxyConfig is nil")
+	}
+	if cfg.NodeType != Sidecar && cfg.NodeType != Router {
+		return nil, fmt.Errorf("bootstrap: node type %q: want sidecar or router", cfg.NodeType)
+	}
+	if cfg.PodNamespace == "" {
+		return nil, fmt.Errorf("bootstrap: POD_NAMESPACE is empty")
+	}
+	for name, p := range map[string]int{"ENVOY_STATUS_PORT": cfg.EnvoyStatusPort, "ENVOY_PROMETHEUS_PORT": cfg.EnvoyPrometheusPort} {
+		if p < 1 || p > 65535 {
+			return nil, fmt.Errorf("bootstrap: %s %d is outside 1-65535", name, p)
+		}
+	}
+	addrs, mode, err := parseIPs(cfg.IPs)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	ips := make([]string, len(addrs))
+	for i, a := range addrs {
+		ips[i] = a.String()
+	}
+	st := &state{cfg: cfg, pc: cfg.ProxyConfig, ips: ips, mode: mode}
+	st.nodeID = NodeID(cfg.NodeType, ips[0], cfg.PodName, cfg.PodNamespace, cfg.domain())
+	if st.meta, err = NodeMetadata(cfg, ips); err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	if st.metaJSON, err = st.meta.MarshalJSON(); err != nil {
+		return nil, fmt.Errorf("bootstrap: node metadata: %w", err)
+	}
+	st.cluster = serviceCluster(st.pc, st.meta, cfg.PodNamespace)
+	st.locality = locality(st.meta.Labels, cfg.PlatformLocality)
+
+	st.localhost, st.wildcard, st.dnsFamily = "127.0.0.1", "0.0.0.0", "V4_ONLY"
+	if mode.ipv6First {
+		st.localhost, st.wildcard, st.dnsFamily = "::1", "::", "V6_ONLY"
+	}
+	if cfg.DualStack && mode.dual {
+		st.dnsFamily = "ALL"
+		st.additional = "::"
+		if mode.ipv6First {
+			st.additional = "0.0.0.0"
+		}
+	}
+	st.xdsType = "GRPC"
+	if cfg.Delta || strings.HasPrefix(st.nodeID, "waypoint~") {
+		st.xdsType = "DELTA_GRPC"
+	}
+	st.discovery = st.meta.MetadataDiscovery != nil && bool(*st.meta.MetadataDiscovery) && st.xdsType == "DELTA_GRPC"
+	return st, nil
+}
+
+func (st *state) build() (*Bootstrap, error) {
+	stats, err := st.statsConfig()
+	if err != nil {
+		return nil, err
+	}
+	b := &Bootstrap{
+		Node: &Node{ID: st.nodeID, Cluster: st.cluster, Locality: st.locality, Metadata: st.metaJSON},
+		LayeredRuntime: &LayeredRuntime{Layers: []RuntimeLayer{
+			{Name: "global config", StaticLayer: st.runtimeFlags()},
+			{Name: "admin", AdminLayer: &struct{}{}},
+		}},
+		BootstrapExtensions: st.bootstrapExtensions(),
+		StatsConfig:         stats,
+		Admin: &Admin{
+			AccessLog:   []TypedExtension{{Name: "envoy.access_loggers.file", TypedConfig: map[string]string{"@type": typeFileAccessLog, "path": "/dev/null"}}},
+			ProfilePath: DefaultProfilePath,
+			Address:     socketAddr("", st.localhost, uint32(st.pc.GetProxyAdminPort())),
+		},
+		DynamicResources: &DynamicResources{
+			LdsConfig: adsSource(),
+			CdsConfig: adsSource(),
+			AdsConfig: ApiConfigSource{
+				APIType: st.xdsType, SetNodeOnFirstMessageOnly: true, TransportAPIVersion: "V3",
+				GRPCServices: []GRPCService{{EnvoyGRPC: EnvoyGRPC{ClusterName: "xds-grpc"}}},
+			},
+		},
+		OverloadManager:      st.overloadManager(),
+		ApplicationLogConfig: st.appLogConfig(),
+		DeferredStatOptions:  &DeferredStatOptions{EnableDeferredCreationStats: true},
+	}
+	if err := st.statsIntervals(b); err != nil {
+		return nil, err
+	}
+	clusters := st.staticClusters()
+	tr, trCluster, err := st.tracing()
+	if err != nil {
+		return nil, err
+	}
+	if tr != nil {
+		b.Tracing = tr
+		clusters = append(clusters, *trCluster)
+	}
+	sinks, sinkClusters, err := st.statsSinks()
+	if err != nil {
+		return nil, err
+	}
+	b.StatsSinks = sinks
+	clusters = append(clusters, sinkClusters...)
+	b.StaticResources = &StaticResources{Clusters: clusters, Listeners: st.listeners()}
+	b.ClusterManager = st.clusterManager()
+	return b, nil
+}
+
+func adsSource() ConfigSource {
+	return ConfigSource{Ads: &struct{}{}, InitialFetchTimeout: "0s", ResourceAPIVersion: "V3"}
+}
+
+func socketAddr(proto, host string, port uint32) Address {
+	return Address{SocketAddress: &SocketAddress{Protocol: proto, Address: host, PortValue: port}}
+}
+
+func staticCluster(name, connectTimeout string, addr Address) Cluster {
+	return Cluster{
+		Name: name, Type: "STATIC", ConnectTimeout: connectTimeout, LbPolicy: "ROUND_ROBIN",
+		LoadAssignment: &ClusterLoadAssign{ClusterName: name, Endpoints: []LocalityEndpoint{{LbEndpoints: []LbEndpoint{{Endpoint: Endpoint{Address: addr}}}}}},
+	}
+}
+
+func http2Options() map[string]any {
+	return map[string]any{httpOptionsKey: map[string]any{
+		"@type":                typeHTTPOptions,
+		"explicit_http_config": map[string]any{"http2_protocol_options": map[string]any{}},
+	}}
+}
+
+func (st *state) staticClusters() []Cluster {
+	prom := staticCluster("prometheus_stats", "0.250s", socketAddr("TCP", st.localhost, uint32(st.pc.GetProxyAdminPort())))
+	agent := staticCluster("agent", "0.250s", socketAddr("TCP", st.localhost, uint32(st.pc.GetStatusPort())))
+	sds := staticCluster("sds-grpc", "1s", Address{Pipe: &Pipe{Path: st.cfg.sdsSocket()}})
+	sds.TypedExtensionProtocolOptions = http2Options()
+	xds := staticCluster("xds-grpc", "1s", Address{Pipe: &Pipe{Path: st.cfg.xdsSocket()}})
+	xds.TypedExtensionProtocolOptions = http2Options()
+	xds.CircuitBreakers = &CircuitBreakers{Thresholds: []Thresholds{
+		{Priority: "DEFAULT", MaxConnections: 100000, MaxPendingRequests: 100000, MaxRequests: 100000},
+		{Priority: "HIGH", MaxConnections: 100000, MaxPendingRequests: 100000, MaxRequests: 100000},
+	}}
+	xds.UpstreamConnectionOptions = &UpstreamConnOpts{TCPKeepalive: TCPKeepalive{KeepaliveTime: 300}}
+	xds.MaxRequestsPerConnection = 1
+	out := []Cluster{prom, agent, sds}
+	if st.cfg.FileCredential {
+		files := staticCluster("sds-files-grpc", "1s", Address{Pipe: &Pipe{Path: DefaultCredentialFilesSocket}})
+		files.TypedExtensionProtocolOptions = http2Options()
+		out = append(out, files)
+	}
+	return append(out, xds)
+}
+
+func (st *state) listenerAddrs(host string, port uint32) (Address, []AdditionalAddress) {
+	main := socketAddr("TCP", host, port)
+	if st.additional == "" {
+		return main, nil
+	}
+	return main, []AdditionalAddress{{Address: socketAddr("TCP", st.additional, port)}}
+}
+
+func hcm(statPrefix, pathPrefix, cluster string, filters []TypedExtension) TypedExtension {
+	filters = append(filters, TypedExtension{Name: "envoy.filters.http.router", TypedConfig: map[string]string{"@type": typeRouter}})
+	return TypedExtension{Name: "envoy.filters.network.http_connection_manager", TypedConfig: HTTPConnectionManager{
+		Type: typeHCM, CodecType: "AUTO", StatPrefix: statPrefix,
+		RouteConfig: RouteConfig{VirtualHosts: []VirtualHost{{
+			Name: "backend", Domains: []string{"*"},
+			Routes: []Route{{Match: RouteMatch{Prefix: pathPrefix}, Route: RouteAction{Cluster: cluster}}},
+		}}},
+		HTTPFilters: filters,
+	}}
+}
+
+func compressor(name, libType string) TypedExtension {
+	return TypedExtension{Name: name, TypedConfig: map[string]any{
+		"@type":                     typeCompressor,
+		"compressor_library":        map[string]any{"name": "text_optimized", "typed_config": map[string]string{"@type": libType}},
+		"response_direction_config": map[string]any{"remove_accept_encoding_header": true},
+	}}
+}
+
+func (st *state) listeners() []Listener {
+	promHost := st.wildcard
+	if st.pc.GetProxyMetadata()["METRICS_LOCALHOST_ACCESS_ONLY"] == "true" {
+		promHost = st.localhost
+	}
+	var compressors []TypedExtension
+	if sc := st.pc.GetStatsCompression(); sc == nil || sc.GetValue() {
+		compressors = []TypedExtension{
+			compressor("envoy.filters.http.compressor.brotli", typeBrotli),
+			compressor("envoy.filters.http.compressor.gzip", typeGzip),
+			compressor("envoy.filters.http.compressor.zstd", typeZstd),
+		}
+	}
+	promPort := uint32(st.cfg.EnvoyPrometheusPort)
+	addr, extra := st.listenerAddrs(promHost, promPort)
+	prom := Listener{
+		Name: listenerName(promHost, promPort), Address: addr, AdditionalAddresses: extra,
+		FilterChains:          []FilterChain{{Filters: []TypedExtension{hcm("stats", "/stats/prometheus", "prometheus_stats", compressors)}}},
+		IgnoreGlobalConnLimit: true, BypassOverloadManager: true,
+	}
+	statusPort := uint32(st.cfg.EnvoyStatusPort)
+	addr, extra = st.listenerAddrs(st.wildcard, statusPort)
+	status := Listener{
+		Name: listenerName(st.wildcard, statusPort), Address: addr, AdditionalAddresses: extra,
+		FilterChains:          []FilterChain{{Filters: []TypedExtension{hcm("agent", "/healthz/ready", "agent", nil)}}},
+		IgnoreGlobalConnLimit: true, BypassOverloadManager: true,
+	}
+	if st.cfg.StatusPortProxyProtocol {
+		status.ListenerFilters = []TypedExtension{{Name: "envoy.filters.listener.proxy_protocol", TypedConfig: map[string]string{"@type": typeProxyProtocol}}}
+	}
+	return []Listener{prom, status}
+}
+
+func listenerName(host string, port uint32) string { return host + "_" + strconv.Itoa(int(port)) }
+
+func (st *state) bootstrapExtensions() []TypedExtension {
+	var out []TypedExtension
+	if st.discovery {
+		out = append(out, TypedExtension{Name: "metadata_discovery", TypedConfig: TypedStruct{
+			Type: typeTypedStruct, TypeURL: "type.googleapis.com/istio.workload.BootstrapExtension",
+			Value: map[string]any{"config_source": map[string]any{"ads": map[string]any{}}},
+		}})
+	}
+	return append(out, TypedExtension{Name: "envoy.bootstrap.internal_listener", TypedConfig: TypedStruct{
+		Type: typeTypedStruct, TypeURL: "type.googleapis.com/envoy.extensions.bootstrap.internal_listener.v3.InternalListener",
+		Value: map[string]any{"buffer_size_kb": 64},
+	}})
+}
+
+func (st *state) clusterManager() *ClusterManager {
+	lrs, _ := st.meta.Raw["LOAD_STATS_CONFIG_JSON"].(string)
+	self := bool(st.meta.EnableSelfDiscovery)
+	if st.cfg.OutlierLogPath == "" && lrs == "" && !self {
+		return nil
+	}
+	cm := &ClusterManager{EnableDeferredClusterCreation: true}
+	if st.cfg.OutlierLogPath != "" {
+		cm.OutlierDetection = &OutlierDetection{EventLogPath: st.cfg.OutlierLogPath}
+	}
+	if lrs != "" && json.Valid([]byte(lrs)) {
+		cm.LoadStatsConfig = json.RawMessage(lrs)
+	}
+	if self {
+		cm.LocalClusterName = "local_cluster"
+	}
+	return cm
+}
+
+func (st *state) appLogConfig() *ApplicationLogConfig {
+	if st.cfg.LogAsJSON {
+		return &ApplicationLogConfig{LogFormat: LogFormat{JSONFormat: map[string]string{
+			"time": "%Y-%m-%dT%T.%fZ", "level": "%l", "scope": "%n", "msg": "%j", "caller": "%g:%#", "thread": "%t",
+		}}}
+	}
+	return &ApplicationLogConfig{LogFormat: LogFormat{TextFormat: "%Y-%m-%dT%T.%fZ\t%l\tenvoy %n %g:%#\t%v\tthread=%t"}}
+}
+
+// hostPort splits a ProxyConfig host:port after $(HOST_IP) substitution, for a cluster address.
+func (st *state) hostPort(field, addr string) (*SocketAddress, error) {
+	addr = SubstituteHostIP(addr, st.cfg.Env)
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: ProxyConfig field %s %q: %w", field, addr, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return nil, fmt.Errorf("bootstrap: ProxyConfig field %s %q: bad port", field, addr)
+	}
+	return &SocketAddress{Address: host, PortValue: uint32(p)}, nil
+}
+
+// SubstituteHostIP replaces $(HOST_IP) with HOST_IP from env (bracketed when IPv6, for host:port use).
+func SubstituteHostIP(s string, env []string) string {
+	if !strings.Contains(s, "$(HOST_IP)") {
+		return s
+	}
+	ip, _ := lookupEnv(env, "HOST_IP")
+	if strings.Contains(ip, ":") {
+		ip = "[" + ip + "]"
+	}
+	return strings.ReplaceAll(s, "$(HOST_IP)", ip)
+}

@@ -1,0 +1,53 @@
+package bootstrap
+
+import (
+	"math"
+	"strconv"
+)
+
+// runtimeFlags is the static runtime layer: Istio's defaults, FIPS extras, then runtimeValues
+// ("" deletes a default, "true"/"false" become bools).
+func (st *state) runtimeFlags() map[string]any {
+	flags := map[string]any{
+		"re2.max_program_size.error_level": "32768",
+		"envoy.deprecated_features:envoy.config.listener.v3.Listener.hidden_envoy_deprecated_use_original_dst": true,
+		"envoy.reloadable_features.http_reject_path_with_fragment":                                             false,
+		"envoy.reloadable_features.fixed_heap_use_allocated":                                                   true,
+		"envoy.reloadable_features.coalesce_lb_rebuilds_on_batch_update":                                       false,
+	}
+	if st.cfg.FIPS {
+		flags["envoy.reloadable_features.google_grpc_disable_tls_13"] = true
+	}
+	for k, v := range st.pc.GetRuntimeValues() {
+		switch v {
+		case "":
+			delete(flags, k)
+		case "true":
+			flags[k] = true
+		case "false":
+			flags[k] = false
+		default:
+			flags[k] = v
+		}
+	}
+	return flags
+}
+
+// overloadManager sets the global downstream connection limit: proxyMetadata
+// ISTIO_META_GLOBAL_DOWNSTREAM_MAX_CONNECTIONS > runtime overload.global_downstream_max_connections > MaxInt32.
+func (st *state) overloadManager() *OverloadManager {
+	limit := int64(math.MaxInt32)
+	if v, err := strconv.ParseInt(st.pc.GetRuntimeValues()["overload.global_downstream_max_connections"], 10, 64); err == nil && v > 0 {
+		limit = v
+	}
+	if v, err := strconv.ParseInt(st.pc.GetProxyMetadata()["ISTIO_META_GLOBAL_DOWNSTREAM_MAX_CONNECTIONS"], 10, 64); err == nil && v > 0 {
+		limit = v
+	}
+	return &OverloadManager{ResourceMonitors: []TypedExtension{{
+		Name: "envoy.resource_monitors.global_downstream_max_connections",
+		TypedConfig: map[string]any{
+			"@type":                             typeDownstreamConns,
+			"max_active_downstream_connections": strconv.FormatInt(limit, 10),
+		},
+	}}}
+}

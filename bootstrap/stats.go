@@ -1,0 +1,158 @@
+package bootstrap
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Pod annotations that shape stats.
+const (
+	annInclusionPrefixes = "sidecar.istio.io/statsInclusionPrefixes"
+	annInclusionSuffixes = "sidecar.istio.io/statsInclusionSuffixes"
+	annInclusionRegexps  = "sidecar.istio.io/statsInclusionRegexps"
+	annExtraStatTags     = "sidecar.istio.io/extraStatTags"
+	annHistogramBuckets  = "sidecar.istio.io/statsHistogramBuckets"
+	annFlushInterval     = "sidecar.istio.io/statsFlushInterval"
+	annEvictionInterval  = "sidecar.istio.io/statsEvictionInterval"
+)
+
+// fixedTags are the tag extractors Istio's template always sets.
+var fixedTags = []TagSpecifier{
+	{"cluster_name", `^cluster\.((.+?(\..+?\.svc\.cluster\.local)?)\.)`},
+	{"tcp_prefix", `^tcp\.((.*?)\.)\w+?$`},
+	{"response_code", `_rq(_(\d{3}))$`},
+	{"response_code_class", `_rq(_(\dxx))$`},
+	{"http_conn_manager_listener_prefix", `^listener(?=\.).*?\.http\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`},
+	{"http_conn_manager_prefix", `^http\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`},
+	{"listener_address", `^listener\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`},
+	{"mongo_prefix", `^mongo\.(.+?)\.(collection|cmd|cx_|op_|delays_|decoding_)(.*?)$`},
+}
+
+var trailingTags = []TagSpecifier{
+	{"cache", `(cache\.(.+?)\.)`},
+	{"component", `(component\.(.+?)\.)`},
+	{"tag", `(tag\.(.+?);\.)`},
+	{"wasm_filter", `(wasm_filter\.(.+?)\.)`},
+	{"authz_enforce_result", `rbac(\.(allowed|denied))`},
+	{"authz_dry_run_action", `(\.istio_dry_run_(allow|deny)_)`},
+	{"authz_dry_run_result", `(\.shadow_(allowed|denied))`},
+}
+
+func (st *state) statsConfig() (*StatsConfig, error) {
+	ann := st.meta.Annotations
+	pm := st.pc.GetProxyStatsMatcher()
+
+	tags := slices.Clone(fixedTags)
+	seen := map[string]bool{}
+	for _, t := range append(slices.Clone(st.pc.GetExtraStatTags()), splitList(ann[annExtraStatTags])...) {
+		if t == "" || seen[t] {
+			continue
+		}
+		seen[t] = true
+		tags = append(tags, TagSpecifier{TagName: t, Regex: "(" + t + `=\.=(.*?);\.;)`})
+	}
+	tags = append(tags, trailingTags...)
+
+	pick := func(annKey string, fromPC []string) []string {
+		if v, ok := ann[annKey]; ok {
+			return splitList(v)
+		}
+		return fromPC
+	}
+	prefixes := append(pick(annInclusionPrefixes, pm.GetInclusionPrefixes()), "cluster_manager", "listener_manager", "server", "cluster.xds-grpc", "wasm")
+	suffixes := append(pick(annInclusionSuffixes, pm.GetInclusionSuffixes()), "rbac.allowed", "rbac.denied", "shadow_allowed", "shadow_denied")
+	if st.cfg.ExitOnZeroActiveConnections {
+		suffixes = append(suffixes, "downstream_cx_active")
+	}
+	regexps := append(pick(annInclusionRegexps, pm.GetInclusionRegexps()), `vhost\..*\.route\..*`)
+
+	patterns := []StringMatcher{{Prefix: "reporter="}}
+	if st.discovery {
+		patterns = append(patterns, StringMatcher{Prefix: "workload_discovery"})
+	}
+	for _, p := range st.expandPodIP(prefixes) {
+		patterns = append(patterns, StringMatcher{Prefix: p})
+	}
+	for _, s := range st.expandPodIP(suffixes) {
+		patterns = append(patterns, StringMatcher{Suffix: s})
+	}
+	for _, r := range st.expandPodIP(regexps) {
+		patterns = append(patterns, StringMatcher{SafeRegex: &RegexMatcher{Regex: r}})
+	}
+	patterns = append(patterns, StringMatcher{Prefix: "component"}, StringMatcher{Prefix: "istio"})
+
+	sc := &StatsConfig{StatsTags: tags, StatsMatcher: &StatsMatcher{InclusionList: ListStringMatcher{Patterns: patterns}}}
+	if v := ann[annHistogramBuckets]; v != "" {
+		var buckets map[string][]float64
+		if err := json.Unmarshal([]byte(v), &buckets); err != nil {
+			return nil, fmt.Errorf("bootstrap: annotation %s: want JSON {prefix: [buckets]}: %w", annHistogramBuckets, err)
+		}
+		keys := make([]string, 0, len(buckets))
+		for k := range buckets {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			sc.HistogramBucketSettings = append(sc.HistogramBucketSettings, HistogramBucketSettings{Match: StringMatcher{Prefix: k}, Buckets: buckets[k]})
+		}
+	}
+	return sc, nil
+}
+
+// statsIntervals sets stats_flush_interval when its annotation parses, and stats_eviction_interval
+// only when it is a multiple of the flush interval (Envoy refuses otherwise).
+func (st *state) statsIntervals(b *Bootstrap) error {
+	ann := st.meta.Annotations
+	flush := 5 * time.Second // Envoy's default
+	if v := ann[annFlushInterval]; v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			st.logger().Warn("ignoring annotation", "annotation", annFlushInterval, "value", v)
+		} else {
+			flush = d
+			b.StatsFlushInterval = envoyDuration(d)
+		}
+	}
+	if v := ann[annEvictionInterval]; v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d%flush != 0 {
+			st.logger().Warn("ignoring annotation: not a multiple of the flush interval", "annotation", annEvictionInterval, "value", v)
+		} else {
+			b.StatsEvictionInterval = envoyDuration(d)
+		}
+	}
+	return nil
+}
+
+func envoyDuration(d time.Duration) string {
+	return fmt.Sprintf("%gs", d.Seconds())
+}
+
+// expandPodIP replaces {pod_ip} in a pattern by each instance IP.
+func (st *state) expandPodIP(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, p := range in {
+		if !strings.Contains(p, "{pod_ip}") {
+			out = append(out, p)
+			continue
+		}
+		for _, ip := range st.ips {
+			out = append(out, strings.ReplaceAll(p, "{pod_ip}", ip))
+		}
+	}
+	return out
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

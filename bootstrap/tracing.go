@@ -1,0 +1,178 @@
+package bootstrap
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+)
+
+func (st *state) logger() *slog.Logger {
+	if st.cfg.Logger != nil {
+		return st.cfg.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// tracing renders the tracer ProxyConfig selects and its collector cluster.
+func (st *state) tracing() (*Tracing, *Cluster, error) {
+	t := st.pc.GetTracing()
+	if t == nil {
+		return nil, nil, nil
+	}
+	var (
+		name, clusterName, field, addr string
+		cfg                            map[string]any
+		h2                             bool
+	)
+	switch tr := t.GetTracer().(type) {
+	case nil:
+		return nil, nil, nil
+	case *meshv1alpha1.Tracing_Zipkin_:
+		name, clusterName, field, addr = "envoy.tracers.zipkin", "zipkin", "tracing.zipkin.address", tr.Zipkin.GetAddress()
+		cfg = map[string]any{
+			"@type": typeZipkin, "collector_cluster": clusterName, "collector_endpoint": "/api/v2/spans",
+			"collector_endpoint_version": "HTTP_JSON", "trace_id_128bit": true, "shared_span_context": false,
+		}
+	case *meshv1alpha1.Tracing_Lightstep_:
+		name, clusterName, field, addr = "envoy.tracers.lightstep", "lightstep", "tracing.lightstep.address", tr.Lightstep.GetAddress()
+		cfg = map[string]any{"@type": typeLightstep, "collector_cluster": clusterName, "access_token_file": st.LightstepTokenPath()}
+		h2 = true
+	case *meshv1alpha1.Tracing_Datadog_:
+		name, clusterName, field, addr = "envoy.tracers.datadog", "datadog_agent", "tracing.datadog.address", tr.Datadog.GetAddress()
+		cfg = map[string]any{"@type": typeDatadog, "collector_cluster": clusterName, "service_name": st.cluster}
+	case *meshv1alpha1.Tracing_Stackdriver_:
+		// Istio's default template renders nothing for Stackdriver, but start-up needs a GCP project.
+		if st.cfg.PlatformMetadata["gcp_project"] == "" {
+			return nil, nil, fmt.Errorf("bootstrap: ProxyConfig field tracing.stackdriver: needs GCP project metadata (PlatformMetadata gcp_project), none found")
+		}
+		return nil, nil, nil
+	default:
+		st.logger().Warn("tracer not rendered by the default bootstrap", "tracer", fmt.Sprintf("%T", tr))
+		return nil, nil, nil
+	}
+	sa, err := st.hostPort(field, addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := Cluster{
+		Name: clusterName, Type: "STRICT_DNS", ConnectTimeout: "1s", LbPolicy: "ROUND_ROBIN",
+		RespectDNSTTL: true, DNSLookupFamily: st.dnsFamily,
+		LoadAssignment: &ClusterLoadAssign{ClusterName: clusterName, Endpoints: []LocalityEndpoint{{LbEndpoints: []LbEndpoint{{Endpoint: Endpoint{Address: Address{SocketAddress: sa}}}}}}},
+	}
+	if clusterName == "zipkin" {
+		c.DNSRefreshRate = "30s"
+	}
+	if h2 {
+		c.TypedExtensionProtocolOptions = http2Options()
+	}
+	if tls := t.GetTlsSettings(); tls != nil {
+		ts, err := tlsTransportSocket(tls, "tracer", "tracing.tlsSettings")
+		if err != nil {
+			return nil, nil, err
+		}
+		c.TransportSocket = ts
+	}
+	return &Tracing{HTTP: TypedExtension{Name: name, TypedConfig: cfg}}, &c, nil
+}
+
+// LightstepTokenPath is where the agent writes the Lightstep access token (<configPath>/lightstep_access_token.txt).
+func (st *state) LightstepTokenPath() string {
+	return st.pc.GetConfigPath() + "/lightstep_access_token.txt"
+}
+
+// tlsTransportSocket renders a ClientTLSSettings as an UpstreamTlsContext whose secrets come from SDS.
+func tlsTransportSocket(tls *networkingv1alpha3.ClientTLSSettings, defaultSNI, field string) (*TypedExtension, error) {
+	sds := func(name string) map[string]any {
+		return map[string]any{"name": name, "sds_config": map[string]any{
+			"api_config_source": map[string]any{
+				"api_type": "GRPC", "transport_api_version": "V3",
+				"grpc_services": []any{map[string]any{"envoy_grpc": map[string]any{"cluster_name": "sds-grpc"}}},
+			},
+			"resource_api_version": "V3",
+		}}
+	}
+	common := map[string]any{}
+	switch tls.GetMode() {
+	case networkingv1alpha3.ClientTLSSettings_DISABLE:
+		return nil, nil
+	case networkingv1alpha3.ClientTLSSettings_ISTIO_MUTUAL:
+		common["tls_certificate_sds_secret_configs"] = []any{sds("default")}
+		common["combined_validation_context"] = map[string]any{
+			"default_validation_context":           map[string]any{},
+			"validation_context_sds_secret_config": sds("ROOTCA"),
+		}
+	case networkingv1alpha3.ClientTLSSettings_MUTUAL, networkingv1alpha3.ClientTLSSettings_SIMPLE:
+		if tls.GetMode() == networkingv1alpha3.ClientTLSSettings_MUTUAL {
+			if tls.GetClientCertificate() == "" || tls.GetPrivateKey() == "" {
+				return nil, fmt.Errorf("bootstrap: ProxyConfig field %s: MUTUAL needs clientCertificate and privateKey", field)
+			}
+			common["tls_certificate_sds_secret_configs"] = []any{sds("file-cert:" + tls.GetClientCertificate() + "~" + tls.GetPrivateKey())}
+		}
+		if ca := tls.GetCaCertificates(); ca != "" {
+			common["combined_validation_context"] = map[string]any{
+				"default_validation_context":           map[string]any{},
+				"validation_context_sds_secret_config": sds("file-root:" + ca),
+			}
+		}
+	default:
+		return nil, fmt.Errorf("bootstrap: ProxyConfig field %s.mode: %v not supported", field, tls.GetMode())
+	}
+	sni := tls.GetSni()
+	if sni == "" {
+		sni = defaultSNI
+	}
+	if sans := tls.GetSubjectAltNames(); len(sans) > 0 {
+		if cvc, ok := common["combined_validation_context"].(map[string]any); ok {
+			var m []any
+			for _, s := range sans {
+				m = append(m, map[string]any{"san_type": "DNS", "matcher": map[string]any{"exact": strings.TrimSpace(s)}})
+			}
+			cvc["default_validation_context"] = map[string]any{"match_typed_subject_alt_names": m}
+		}
+	}
+	return &TypedExtension{Name: "envoy.transport_sockets.tls", TypedConfig: map[string]any{
+		"@type": typeUpstreamTLS, "common_tls_context": common, "sni": sni,
+	}}, nil
+}
+
+// statsSinks renders the metrics service and statsd sinks ProxyConfig asks for.
+func (st *state) statsSinks() ([]TypedExtension, []Cluster, error) {
+	var sinks []TypedExtension
+	var clusters []Cluster
+	if ms := st.pc.GetEnvoyMetricsService(); ms.GetAddress() != "" {
+		sa, err := st.hostPort("envoyMetricsService.address", ms.GetAddress())
+		if err != nil {
+			return nil, nil, err
+		}
+		c := Cluster{
+			Name: "envoy_metrics_service", Type: "STRICT_DNS", ConnectTimeout: "1s", LbPolicy: "ROUND_ROBIN",
+			RespectDNSTTL: true, DNSLookupFamily: st.dnsFamily, TypedExtensionProtocolOptions: http2Options(),
+			LoadAssignment: &ClusterLoadAssign{ClusterName: "envoy_metrics_service", Endpoints: []LocalityEndpoint{{LbEndpoints: []LbEndpoint{{Endpoint: Endpoint{Address: Address{SocketAddress: sa}}}}}}},
+		}
+		if tls := ms.GetTlsSettings(); tls != nil {
+			ts, err := tlsTransportSocket(tls, "envoy_metrics_service", "envoyMetricsService.tlsSettings")
+			if err != nil {
+				return nil, nil, err
+			}
+			c.TransportSocket = ts
+		}
+		clusters = append(clusters, c)
+		sinks = append(sinks, TypedExtension{Name: "envoy.stat_sinks.metrics_service", TypedConfig: map[string]any{
+			"@type": typeMetricsService, "transport_api_version": "V3",
+			"grpc_service": map[string]any{"envoy_grpc": map[string]any{"cluster_name": "envoy_metrics_service"}},
+		}})
+	}
+	if a := st.pc.GetStatsdUdpAddress(); a != "" {
+		sa, err := st.hostPort("statsdUdpAddress", a)
+		if err != nil {
+			return nil, nil, err
+		}
+		sinks = append(sinks, TypedExtension{Name: "envoy.stat_sinks.statsd", TypedConfig: map[string]any{
+			"@type": typeStatsd, "address": map[string]any{"socket_address": sa},
+		}})
+	}
+	return sinks, clusters, nil
+}
