@@ -56,7 +56,7 @@ func TestArgsMatchIstio(t *testing.T) {
 func TestBootstrapOverrideJSON(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "override.yaml")
-	if err := os.WriteFile(p, []byte("tracing:\n  address: "$(HOST_IP):8126"\n  other: '[$(HOST_IP)]:1'\n"), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte("tracing:\n  address: '$(HOST_IP):8126'\n  other: '[$(HOST_IP)]:1'\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ host, want string }{
