@@ -263,11 +263,14 @@ func (ca *CA) sign(md metadata.MD, req *pb.IstioCertificateRequest) (*pb.IstioCe
 	case ModeExpired:
 		notBefore, notAfter = now.Add(-2*ttl), now.Add(-ttl)
 	case ModeUntrusted:
+		// An impostor key posing as the root: same name, another key.
 		k, _, _, err := newRoot(now)
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "testca: key: %v", err)
 		}
-		signer = k
+		impostor := *parent
+		impostor.PublicKey = k.Public()
+		parent, signer = &impostor, k
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,

@@ -1,0 +1,184 @@
+package certs
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+const healthInfoTypeURL = "type.googleapis.com/istio.v1.HealthInformation"
+
+// sdsStream is the state of one StreamSecrets call. Owned by the handler goroutine.
+type sdsStream struct {
+	s       *Server
+	stream  secretv3.SecretDiscoveryService_StreamSecretsServer
+	started bool                // a request with a node has been seen
+	names   map[string]struct{} // subscribed resource names
+	sent    map[string]uint64   // generation last sent per name
+	nonce   string              // nonce of the last response
+	buf     []*anypb.Any        // reused response resources
+}
+
+// StreamSecrets serves one Envoy SDS stream with Istio's request semantics. A rotation wakes every
+// stream through its own capacity-1 channel and each stream sends on its own goroutine, so pushes
+// go out concurrently and a slow stream delays nobody but itself.
+func (s *Server) StreamSecrets(stream secretv3.SecretDiscoveryService_StreamSecretsServer) error {
+	ctx := stream.Context()
+	reqs := make(chan *discovery.DiscoveryRequest)
+	recvErr := make(chan error, 1)
+	s.streams.Add(1)
+	go func() { // owned by Run through s.streams; ends with the stream's context
+		defer s.streams.Done()
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	wake := make(chan struct{}, 1)
+	cancel := s.src.watch(wake)
+	defer cancel()
+	st := &sdsStream{s: s, stream: stream, names: map[string]struct{}{}, sent: map[string]uint64{}}
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case err = <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case req := <-reqs:
+			err = st.handle(req)
+		case <-wake:
+			err = st.push(nil, false)
+		}
+		if err != nil {
+			s.log.Debug("SDS stream ended", "err", err)
+			return err
+		}
+	}
+}
+
+func (st *sdsStream) handle(req *discovery.DiscoveryRequest) error {
+	if !st.started {
+		if req.GetTypeUrl() == healthInfoTypeURL {
+			return nil
+		}
+		if req.GetNode().GetId() == "" {
+			return status.Error(codes.InvalidArgument, "SDS: the first request carries no node id")
+		}
+		st.started = true
+	}
+	if req.GetTypeUrl() != secretTypeURL {
+		return status.Errorf(codes.InvalidArgument, "SDS: type %q is not %s", req.GetTypeUrl(), secretTypeURL)
+	}
+	for _, n := range req.GetResourceNames() {
+		if err := checkResourceName(n); err != nil {
+			return status.Error(codes.InvalidArgument, "SDS: "+err.Error())
+		}
+	}
+	if req.GetErrorDetail() != nil {
+		st.s.met.sdsRejects.Inc()
+		st.s.log.Warn("SDS response rejected by Envoy", "nonce", req.GetResponseNonce(),
+			"resources", req.GetResourceNames(), "error", req.GetErrorDetail().GetMessage())
+		return nil
+	}
+	nonce := req.GetResponseNonce()
+	if nonce != "" && nonce != st.nonce {
+		return nil // stale: a response is in flight that this request did not see
+	}
+	var added []string
+	next := make(map[string]struct{}, len(req.GetResourceNames()))
+	for _, n := range req.GetResourceNames() {
+		next[n] = struct{}{}
+		if _, had := st.names[n]; !had || nonce == "" {
+			added = append(added, n)
+		}
+	}
+	for n := range st.names {
+		if _, keep := next[n]; !keep {
+			delete(st.sent, n)
+		}
+	}
+	st.names = next
+	if len(added) == 0 {
+		return nil
+	}
+	return st.push(added, true)
+}
+
+// checkResourceName rejects names no SDS server could serve.
+func checkResourceName(n string) error {
+	switch {
+	case n == "":
+		return errors.New("empty resource name")
+	case strings.HasPrefix(n, fileCertPrefix) || strings.HasPrefix(n, fileRootPrefix):
+		_, err := parseFileResource(n, n)
+		if err != nil && n != fileRootSystem {
+			return err
+		}
+	}
+	return nil
+}
+
+// push sends, in one response, the named secrets (all subscribed ones when names is nil) that are
+// available and, unless force, newer than what this stream last received.
+func (st *sdsStream) push(names []string, force bool) error {
+	res := st.buf[:0]
+	add := func(n string) error {
+		v, err := st.s.src.secret(n)
+		if err != nil {
+			return status.Error(codes.Unavailable, "SDS: "+err.Error())
+		}
+		if v == nil || (!force && v.gen <= st.sent[n]) {
+			return nil
+		}
+		res = append(res, v.any)
+		st.sent[n] = v.gen
+		return nil
+	}
+	if names == nil {
+		for n := range st.names {
+			if err := add(n); err != nil {
+				return err
+			}
+		}
+	} else {
+		for _, n := range names {
+			if err := add(n); err != nil {
+				return err
+			}
+		}
+	}
+	st.buf = res
+	if len(res) == 0 {
+		return nil
+	}
+	id := st.s.next()
+	resp := &discovery.DiscoveryResponse{
+		VersionInfo: st.s.clock.Now().UTC().Format(time.RFC3339) + "/" + id,
+		Resources:   res,
+		TypeUrl:     secretTypeURL,
+		Nonce:       id,
+	}
+	st.nonce = id
+	err := st.stream.Send(resp)
+	clear(res)
+	return err
+}
