@@ -64,6 +64,10 @@ func NodeMetadata(cfg Config, ips []string) (*Metadata, error) {
 			raw[k] = v
 			from[k] = name
 		}
+		if name == metaJSONPrefix+"LABELS" { // also the base of LABELS, under the pod's own labels
+			raw["LABELS"] = obj
+			from["LABELS"] = name
+		}
 	}
 	if v, ok := lookupEnv(cfg.Env, "DNS_PROXY_ADDR"); ok && v != "" {
 		raw["DNS_PROXY_ADDR"] = v

@@ -141,8 +141,12 @@ func (w walker) single(path string, v any, fd protoreflect.FieldDescriptor) {
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		md := fd.Message()
+		if inner := wrapperValue(md); inner != nil {
+			w.single(path, v, inner) // wrappers are written as their bare value
+			return
+		}
 		if isWKT(md) && md.FullName() != "google.protobuf.Any" {
-			return // durations, wrappers, structs: protojson checks their forms
+			return // durations, structs: protojson checks their forms
 		}
 		obj, ok := v.(map[string]any)
 		if !ok {
@@ -190,4 +194,15 @@ func join(path, k string) string {
 		return k
 	}
 	return path + "." + k
+}
+
+// wrapperValue returns the value field of a google.protobuf wrapper type, else nil.
+func wrapperValue(md protoreflect.MessageDescriptor) protoreflect.FieldDescriptor {
+	switch md.FullName() {
+	case "google.protobuf.BoolValue", "google.protobuf.StringValue", "google.protobuf.BytesValue",
+		"google.protobuf.Int32Value", "google.protobuf.Int64Value", "google.protobuf.UInt32Value",
+		"google.protobuf.UInt64Value", "google.protobuf.FloatValue", "google.protobuf.DoubleValue":
+		return md.Fields().ByName("value")
+	}
+	return nil
 }
