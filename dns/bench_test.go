@@ -109,6 +109,7 @@ func BenchmarkServeDNS(b *testing.B) {
 	}
 	b.Run("table-hit", single(addr, hit))
 	b.Run("table-hit-cname", single(addr, shortcut))
+	b.Run("upstream-direct", single(up.addr.String(), fwd)) // the upstream's own share
 	b.Run("forward", single(addr, fwd))
 	b.Run("reference-forward", single(ref, fwd))
 	b.Run("table-hit-vs-reference", versus(hit))
