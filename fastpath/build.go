@@ -250,3 +250,17 @@ func (p *Peeker) field(c Cursor, want int) (Cursor, bool, error) {
 		}
 	}
 }
+
+// AppendNode appends an encoded node as field number field (2 in DiscoveryRequest, 1 in
+// DeltaDiscoveryRequest).
+func AppendNode(dst []byte, field int, node []byte) []byte {
+	return appendBytesField(dst, field, node)
+}
+
+// Field numbers of the node in requests, for AppendNode.
+const (
+	RequestNodeField       = reqNode
+	DeltaRequestNodeField  = dreqNode
+	RequestNonceField      = reqNonce
+	DeltaRequestNonceField = dreqNonce
+)

@@ -1,0 +1,111 @@
+package mux
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wingman-mesh/wingman/fastpath"
+)
+
+// Handler consumes the resources of one of the agent's own subscriptions (the Any.value bytes
+// of each resource, in order). A nil error ACKs the response; an error NACKs it with the error's
+// text. Handlers run on the stream's receive goroutine and must not block for long.
+type Handler func(resources [][]byte) error
+
+// Rewriter may replace an ECDS response before it is forwarded (the Wasm remote-load rewrite).
+// It owns in and returns the frame to forward. It runs in line, so responses keep their order.
+type Rewriter func(ctx context.Context, in fastpath.Frame, delta bool) (fastpath.Frame, error)
+
+// Config is everything the proxy needs; cmd/ builds it from flags and environment.
+type Config struct {
+	// SocketPath is the Unix socket Envoy connects to (Istio: ./etc/istio/proxy/XDS).
+	SocketPath string
+	// Upstream describes the one connection to Istiod.
+	Upstream UpstreamConfig
+	// MaxMessageBytes bounds every message in both directions (default 64 MiB).
+	MaxMessageBytes int
+	// QueueBytes bounds the Delta messages waiting in each direction of a stream before the
+	// sender is made to wait (default 16 MiB). State-of-the-world messages coalesce instead.
+	QueueBytes int
+	// AgentTypes are the agent's own subscriptions, by type URL: their responses are consumed
+	// by the handler and ACKed or NACKed by the agent, never forwarded. They are subscribed after
+	// a client's first Listener request, as Istio does.
+	AgentTypes map[string]Handler
+	// RewriteECDS, when set, sees every ECDS response before it is forwarded.
+	RewriteECDS Rewriter
+	// CloseOnUpstreamLoss restores Istio's behaviour: when the upstream stream fails, the
+	// downstream stream is closed with the upstream's error instead of being kept open.
+	CloseOnUpstreamLoss bool
+	// Backoff is the reconnection backoff (default 100ms doubling to 15s, ±50% jitter).
+	Backoff    Backoff
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// UpstreamConfig describes how to reach Istiod.
+type UpstreamConfig struct {
+	// Address is host:port of the discovery server.
+	Address string
+	// Plaintext disables TLS (Istio: when the address ends in :15010).
+	Plaintext bool
+	// RootCAFile holds the PEM roots that verify Istiod; re-read when it changes. Empty means
+	// the system roots.
+	RootCAFile string
+	// ServerName is the name Istiod's certificate must carry (ISTIOD_SAN or the address's host).
+	ServerName string
+	// ClientCertificate, when set, supplies the workload certificate at each handshake.
+	ClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
+	// TokenFile is read on every RPC for the `authorization: Bearer` header; a missing file
+	// sends no header.
+	TokenFile string
+	// Metadata is sent on every stream (ClusterID, XDS_HEADER_*).
+	Metadata map[string]string
+	// KeepaliveTime and KeepaliveTimeout (defaults 30s and 10s, as Istio).
+	KeepaliveTime, KeepaliveTimeout time.Duration
+}
+
+// Backoff is a jittered exponential backoff.
+type Backoff struct {
+	Base, Max time.Duration
+}
+
+const (
+	defaultMaxMessage = 64 << 20
+	defaultQueueBytes = 16 << 20
+)
+
+func (c *Config) setDefaults() error {
+	if c.SocketPath == "" {
+		return errors.New("mux: SocketPath is required")
+	}
+	if c.Upstream.Address == "" {
+		return errors.New("mux: Upstream.Address is required")
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = defaultMaxMessage
+	}
+	if c.QueueBytes <= 0 {
+		c.QueueBytes = defaultQueueBytes
+	}
+	if c.Backoff.Base <= 0 {
+		c.Backoff.Base = 100 * time.Millisecond
+	}
+	if c.Backoff.Max < c.Backoff.Base {
+		c.Backoff.Max = 15 * time.Second
+	}
+	if c.Upstream.KeepaliveTime <= 0 {
+		c.Upstream.KeepaliveTime = 30 * time.Second
+	}
+	if c.Upstream.KeepaliveTimeout <= 0 {
+		c.Upstream.KeepaliveTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package mux
+
+import (
+	"iter"
+	"maps"
+	"slices"
+
+	"github.com/wingman-mesh/wingman/fastpath"
+)
+
+// deltaProto is the incremental (Delta) protocol. Stateless: all state is in the session.
+type deltaProto struct{}
+
+var _ protocol = deltaProto{}
+
+// maxPending bounds the forwarded responses of one type awaiting the client's ACK; beyond it the
+// oldest is forgotten (its versions are then only learnt again from later responses).
+const maxPending = 64
+
+func (deltaProto) delta() bool    { return true }
+func (deltaProto) nodeField() int { return fastpath.DeltaRequestNodeField }
+
+func (deltaProto) onRequestLocked(s *session, p *fastpath.Peeker, f fastpath.Frame) (fastpath.Frame, string, error) {
+	var r fastpath.DeltaRequest
+	// The type URL may come after the names on the wire: collect the name changes first.
+	var subs, unsubs []string
+	err := p.PeekDeltaRequest(f.Data, &r, func(k fastpath.NameKind, name []byte) {
+		if k == fastpath.Subscribe {
+			subs = append(subs, string(name))
+		} else {
+			unsubs = append(unsubs, string(name))
+		}
+	})
+	if err != nil {
+		f.Free()
+		return fastpath.Frame{}, "", err
+	}
+	t := s.typeLocked(r.TypeURL)
+	if t.subs == nil {
+		t.subs = map[string]struct{}{}
+		t.versions = map[string][]byte{}
+		t.wildcard = len(subs) == 0 // an empty first request is the legacy wildcard
+	}
+	for _, n := range subs {
+		if n == "*" {
+			t.wildcard = true
+			continue
+		}
+		t.subs[n] = struct{}{}
+	}
+	for _, n := range unsubs {
+		if n == "*" {
+			t.wildcard = false
+			continue
+		}
+		delete(t.subs, n)
+		delete(t.versions, n)
+	}
+	if r.Nonce != "" {
+		ackLocked(s, t, r.Nonce, !r.HasError)
+	}
+	out, err := rewriteStaleNonce(s, p, t, f, r.Nonce, fastpath.DeltaRequestNonceField)
+	return out, r.TypeURL, err
+}
+
+// ackLocked applies (accepted) or forgets the forwarded response with this nonce.
+func ackLocked(s *session, t *typeState, nonce string, accepted bool) {
+	for i, pd := range t.pending {
+		if pd.nonce != nonce {
+			continue
+		}
+		if accepted {
+			for j := 0; j+1 < len(pd.updated); j += 2 {
+				name, version := pd.bytes(pd.updated[j]), pd.bytes(pd.updated[j+1])
+				if v, ok := t.versions[string(name)]; ok { // no allocation for a known name
+					t.versions[string(name)] = append(v[:0], version...)
+				} else {
+					t.versions[string(name)] = slices.Clone(version)
+				}
+			}
+			for _, sp := range pd.removed {
+				delete(t.versions, string(pd.bytes(sp)))
+			}
+		}
+		t.pending = slices.Delete(t.pending, i, i+1)
+		s.freePD = append(s.freePD, pd)
+		return
+	}
+}
+
+func (deltaProto) peekResponse(p *fastpath.Peeker, f fastpath.Frame, pd *pendingDelta) (string, string, string, error) {
+	var r fastpath.DeltaResponse
+	var visit func(fastpath.NameKind, []byte, []byte)
+	if pd != nil {
+		visit = func(k fastpath.NameKind, name, version []byte) {
+			if k == fastpath.Removed {
+				pd.removed = append(pd.removed, pd.add(name))
+				return
+			}
+			pd.updated = append(pd.updated, pd.add(name), pd.add(version))
+		}
+	}
+	if err := p.PeekDeltaResponse(f.Data, &r, visit); err != nil {
+		return "", "", "", err
+	}
+	if pd != nil {
+		pd.nonce = r.Nonce
+	}
+	return r.TypeURL, r.Nonce, r.Version, nil
+}
+
+func (deltaProto) recordResponseLocked(t *typeState, _, _ string, pd *pendingDelta) {
+	if pd == nil {
+		return
+	}
+	if len(t.pending) >= maxPending {
+		t.pending = slices.Delete(t.pending, 0, 1)
+	}
+	t.pending = append(t.pending, pd)
+}
+
+func (deltaProto) subscribe(typeURL string) []byte {
+	return fastpath.AppendDeltaRequest(nil, typeURL, "", nil, nil, nil, nil)
+}
+
+func (deltaProto) ack(typeURL, nonce, _ string, nack *fastpath.Status) []byte {
+	// As Istio: Delta ACK and NACK carry the nonce only.
+	return fastpath.AppendDeltaRequest(nil, typeURL, nonce, nil, nil, nil, nack)
+}
+
+func (deltaProto) rememberAckLocked(t *typeState, _, _ string) {
+	if t.subs == nil {
+		t.subs, t.versions, t.wildcard = map[string]struct{}{}, map[string][]byte{}, true
+	}
+}
+
+// replayLocked re-subscribes the client's names (with "*" when it also holds a wildcard
+// subscription) and tells Istiod which versions the client already has, so only what changed
+// is sent again.
+func (deltaProto) replayLocked(_ *fastpath.Peeker, typeURL string, t *typeState) ([]byte, error) {
+	if t == nil || t.subs == nil {
+		return nil, nil
+	}
+	if !t.wildcard && len(t.subs) == 0 {
+		return nil, nil // the client unsubscribed everything: an empty request would mean wildcard
+	}
+	names := slices.Sorted(maps.Keys(t.subs))
+	if t.wildcard && len(names) > 0 {
+		names = append([]string{"*"}, names...)
+	}
+	var initial iter.Seq2[string, []byte]
+	if !t.agent {
+		initial = maps.All(t.versions)
+	}
+	return fastpath.AppendDeltaRequest(nil, typeURL, "", nil, names, initial, nil), nil
+}

@@ -1,0 +1,326 @@
+package mux
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/ndspb"
+)
+
+const (
+	testToken  = "test-token"
+	istiodName = "istiod.istio-system.svc"
+)
+
+// pki is a throwaway CA and an Istiod serving certificate.
+type pki struct {
+	rootFile string
+	serving  tls.Certificate
+}
+
+func newPKI(t testing.TB) *pki {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test root"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), DNSNames: []string{istiodName},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(t.TempDir(), "root-cert.pem")
+	if err := os.WriteFile(root, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &pki{rootFile: root, serving: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}
+}
+
+// countingListener counts accepted connections.
+type countingListener struct {
+	net.Listener
+	accepted *atomic.Int32
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
+
+// istiod is go-control-plane's real xDS server behind TLS and a bearer-token check, serving
+// Clusters, Listeners and NameTables from linear caches.
+type istiod struct {
+	t        testing.TB
+	pki      *pki
+	addr     string
+	accepted atomic.Int32
+	caches   map[string]*cachev3.LinearCache
+	cache    cachev3.Cache
+
+	mu       sync.Mutex
+	srv      *grpc.Server
+	done     chan struct{}
+	requests []*discovery.DiscoveryRequest // every SotW request received
+	deltas   []*discovery.DeltaDiscoveryRequest
+	reqSeen  chan struct{}
+}
+
+func newIstiod(t testing.TB) *istiod {
+	i := &istiod{t: t, pki: newPKI(t), reqSeen: make(chan struct{}, 1), caches: map[string]*cachev3.LinearCache{}}
+	for _, typ := range []string{fastpath.ClusterType, fastpath.ListenerType, fastpath.NameTableType} {
+		i.caches[typ] = cachev3.NewLinearCache(typ)
+	}
+	i.cache = &cachev3.MuxCache{
+		Classify:      func(r *cachev3.Request) string { return r.GetTypeUrl() },
+		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return r.GetTypeUrl() },
+		Caches:        map[string]cachev3.Cache{},
+	}
+	for k, v := range i.caches {
+		i.cache.(*cachev3.MuxCache).Caches[k] = v
+	}
+	i.start()
+	t.Cleanup(i.stop)
+	return i
+}
+
+func (i *istiod) start() {
+	addr := i.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var l net.Listener
+	var err error
+	for range 50 { // the port of a just-stopped server may take a moment to free
+		if l, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		i.t.Fatal(err)
+	}
+	i.addr = l.Addr().String()
+	auth := func(ctx context.Context) error {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer "+testToken {
+			return status.Errorf(codes.Unauthenticated, "bad token %q", got)
+		}
+		if got := md.Get("clusterid"); len(got) != 1 || got[0] != "Kubernetes" {
+			return status.Errorf(codes.Unauthenticated, "missing ClusterID, got %q", got)
+		}
+		return nil
+	}
+	srv := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{i.pki.serving}})),
+		grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20),
+		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			if err := auth(ss.Context()); err != nil {
+				return err
+			}
+			return h(srv, ss)
+		}))
+	cb := serverv3.CallbackFuncs{
+		StreamRequestFunc: func(_ int64, r *discovery.DiscoveryRequest) error {
+			i.mu.Lock()
+			i.requests = append(i.requests, proto.Clone(r).(*discovery.DiscoveryRequest))
+			i.mu.Unlock()
+			signal(i.reqSeen)
+			return nil
+		},
+		StreamDeltaRequestFunc: func(_ int64, r *discovery.DeltaDiscoveryRequest) error {
+			i.mu.Lock()
+			i.deltas = append(i.deltas, proto.Clone(r).(*discovery.DeltaDiscoveryRequest))
+			i.mu.Unlock()
+			signal(i.reqSeen)
+			return nil
+		},
+	}
+	xds := serverv3.NewServer(context.Background(), i.cache, cb)
+	discovery.RegisterAggregatedDiscoveryServiceServer(srv, xds)
+	done := make(chan struct{})
+	i.mu.Lock()
+	i.srv, i.done = srv, done
+	i.mu.Unlock()
+	go func() {
+		defer close(done)
+		_ = srv.Serve(countingListener{l, &i.accepted})
+	}()
+}
+
+func (i *istiod) stop() {
+	i.mu.Lock()
+	srv, done := i.srv, i.done
+	i.srv = nil
+	i.mu.Unlock()
+	if srv != nil {
+		srv.Stop()
+		<-done
+	}
+}
+
+// waitRequest waits until a received request (SotW or Delta, as a generic view) matches.
+func (i *istiod) waitRequest(ctx context.Context, match func(typeURL, nonce string, nack bool, names []string) bool) error {
+	for {
+		i.mu.Lock()
+		for _, r := range i.requests {
+			if match(r.TypeUrl, r.ResponseNonce, r.ErrorDetail != nil, r.ResourceNames) {
+				i.mu.Unlock()
+				return nil
+			}
+		}
+		for _, r := range i.deltas {
+			if match(r.TypeUrl, r.ResponseNonce, r.ErrorDetail != nil, r.ResourceNamesSubscribe) {
+				i.mu.Unlock()
+				return nil
+			}
+		}
+		i.mu.Unlock()
+		select {
+		case <-i.reqSeen:
+		case <-ctx.Done():
+			return fmt.Errorf("no matching request at Istiod: %w", ctx.Err())
+		}
+	}
+}
+
+// clusters builds n clusters totalling about size bytes.
+func clusters(n, size int, version string) map[string]types.Resource {
+	filler := strings.Repeat("x", max(size/n-40, 1))
+	out := map[string]types.Resource{}
+	for k := range n {
+		name := fmt.Sprintf("outbound|80||svc-%04d.ns.svc.cluster.local", k)
+		out[name] = &cluster.Cluster{Name: name, ConnectTimeout: durationpb.New(time.Second),
+			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},
+			EdsClusterConfig:     &cluster.Cluster_EdsClusterConfig{ServiceName: version + filler}}
+	}
+	return out
+}
+
+func listeners(n int) map[string]types.Resource {
+	out := map[string]types.Resource{}
+	for k := range n {
+		name := fmt.Sprintf("0.0.0.0_%d", 8000+k)
+		out[name] = &listener.Listener{Name: name}
+	}
+	return out
+}
+
+// testProxy runs a Proxy against an istiod and returns its socket path.
+func testProxy(t testing.TB, i *istiod, edit func(*Config)) (*Proxy, string) {
+	t.Helper()
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "istio-token")
+	if err := os.WriteFile(tok, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		SocketPath: filepath.Join(dir, "etc/istio/proxy/XDS"),
+		Backoff:    Backoff{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+	}
+	if i != nil {
+		cfg.Upstream = UpstreamConfig{Address: i.addr, RootCAFile: i.pki.rootFile, ServerName: istiodName,
+			TokenFile: tok, Metadata: map[string]string{"ClusterID": "Kubernetes"}}
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	l, err := Listen(cfg.SocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { errc <- p.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("proxy: %v", err)
+		}
+	})
+	return p, cfg.SocketPath
+}
+
+// adsClient is a real gRPC ADS client over the proxy's socket.
+func adsClient(t testing.TB, sock string) discovery.AggregatedDiscoveryServiceClient {
+	t.Helper()
+	cc, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return discovery.NewAggregatedDiscoveryServiceClient(cc)
+}
+
+var testNode = &core.Node{Id: "sidecar~10.0.0.1~app-1.ns~ns.svc.cluster.local", Cluster: "app.ns"}
+
+// wantBytes is how go-control-plane encodes a resource; forwarded bytes must be identical.
+func wantBytes(t testing.TB, r types.Resource) []byte {
+	b, err := cachev3.MarshalResource(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func nameTable(hosts ...string) *ndspb.NameTable {
+	nt := &ndspb.NameTable{Table: map[string]*ndspb.NameTable_NameInfo{}}
+	for k, h := range hosts {
+		nt.Table[h] = &ndspb.NameTable_NameInfo{Ips: []string{fmt.Sprintf("10.1.0.%d", k+1)}, Registry: "Kubernetes"}
+	}
+	return nt
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,174 @@
+package mux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/wingman-mesh/wingman/fastpath"
+)
+
+// Proxy is the xDS proxy. Create it with New, serve with Run.
+type Proxy struct {
+	cfg            Config   // immutable after New
+	agentTypeOrder []string // immutable: AgentTypes' keys, sorted
+	up             opener   // immutable
+	closeUp        func() error
+	metrics        *metrics // immutable
+
+	agentOwner atomic.Pointer[session] // the session carrying the agent's own subscriptions
+
+	mu       sync.Mutex // guards sessions
+	sessions map[*session]struct{}
+
+	wg sync.WaitGroup // goroutines started by goTracked
+}
+
+// New validates cfg and dials Istiod (without waiting for the connection to be up).
+func New(cfg Config) (*Proxy, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("mux: metrics: %w", err)
+	}
+	up, err := dialUpstream(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newProxy(cfg, up, up.close, m), nil
+}
+
+func newProxy(cfg Config, up opener, closeUp func() error, m *metrics) *Proxy {
+	var order []string
+	for t := range cfg.AgentTypes {
+		order = append(order, t)
+	}
+	slices.Sort(order)
+	return &Proxy{cfg: cfg, agentTypeOrder: order, up: up, closeUp: closeUp, metrics: m, sessions: map[*session]struct{}{}}
+}
+
+// goTracked runs f on a goroutine that Run waits for before returning.
+func (p *Proxy) goTracked(f func()) { p.wg.Go(f) }
+
+// Listen creates the Unix socket: a stale socket is removed, the parent directory made, and the
+// socket opened to every local user (Envoy runs as another uid), as Istio does.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("mux: create socket directory: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("mux: remove stale socket %s: %w", path, err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("mux: listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("mux: chmod %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// Run listens on the socket and serves until ctx is done, then closes every stream and the
+// upstream connection and waits for its goroutines.
+func (p *Proxy) Run(ctx context.Context) error {
+	l, err := Listen(p.cfg.SocketPath)
+	if err != nil {
+		p.closeUp()
+		return err
+	}
+	return p.Serve(ctx, l)
+}
+
+// Serve is Run on a listener the caller made.
+func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
+	srv := p.newServer()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		err = fmt.Errorf("mux: serve: %w", err)
+	}
+	srv.Stop() // streams are long-lived: a graceful stop would wait for the clients to leave
+	if err == nil {
+		<-errc
+	}
+	p.wg.Wait()
+	p.closeUp()
+	return err
+}
+
+func (p *Proxy) newServer() *grpc.Server {
+	srv := grpc.NewServer(
+		grpc.ForceServerCodecV2(fastpath.Codec{}),
+		grpc.MaxRecvMsgSize(p.cfg.MaxMessageBytes),
+		grpc.MaxSendMsgSize(p.cfg.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(100000),
+		grpc.InitialWindowSize(1<<20),
+		grpc.InitialConnWindowSize(4<<20),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
+	)
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: adsService,
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{
+			{StreamName: "StreamAggregatedResources", ServerStreams: true, ClientStreams: true,
+				Handler: func(_ any, ss grpc.ServerStream) error { return p.serve(ss, sotw{}) }},
+			{StreamName: "DeltaAggregatedResources", ServerStreams: true, ClientStreams: true,
+				Handler: func(_ any, ss grpc.ServerStream) error { return p.serve(ss, deltaProto{}) }},
+		},
+	}, p)
+	return srv
+}
+
+func (p *Proxy) serve(ss grpc.ServerStream, proto protocol) error {
+	s := newSession(p, proto, ss)
+	p.mu.Lock()
+	p.sessions[s] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.sessions, s)
+		p.mu.Unlock()
+	}()
+	return s.run(ss.Context())
+}
+
+// QueueStats is what the proxy holds in memory for its clients, summed over open streams.
+type QueueStats struct {
+	Streams                     int
+	Requests, Responses         int // bytes waiting now
+	PeakRequests, PeakResponses int // the most ever waiting on one stream
+}
+
+// Stats reports the bytes queued in each direction.
+func (p *Proxy) Stats() QueueStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := QueueStats{Streams: len(p.sessions)}
+	for s := range p.sessions {
+		b, peak := s.reqQ.stats()
+		st.Requests += b
+		st.PeakRequests = max(st.PeakRequests, peak)
+		b, peak = s.outQ.stats()
+		st.Responses += b
+		st.PeakResponses = max(st.PeakResponses, peak)
+	}
+	return st
+}

@@ -1,0 +1,148 @@
+package mux
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/wingman-mesh/wingman/fastpath"
+)
+
+// errQueueClosed is returned by a closed queue.
+var errQueueClosed = errors.New("mux: stream closed")
+
+// item is one message waiting in a queue. Its frame is owned by the queue until popped.
+type item struct {
+	typeURL  string
+	frame    fastpath.Frame
+	coalesce bool // a state-of-the-world message: a newer one of the same type replaces it
+}
+
+// queue is a FIFO of messages bounded in bytes. Coalescing items never wait: a pending one of
+// the same type is dropped (its bytes freed) and the new one appended at the tail, so what is
+// delivered is always a subsequence of what was pushed, in order, and there is at most one
+// coalescing item per type. Other items wait for room once the queue holds limit bytes (one item
+// is always admitted, whatever its size).
+type queue struct {
+	limit int // immutable after newQueue
+
+	mu     sync.Mutex // guards the fields below
+	items  []item
+	bytes  int
+	peak   int
+	closed bool
+
+	ready chan struct{} // capacity 1: signalled when an item is added or the queue closes
+	room  chan struct{} // capacity 1: signalled when bytes are released or the queue closes
+}
+
+func newQueue(limit int) *queue {
+	return &queue{limit: limit, ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// tryPush adds it unless it must wait for room. On error the item's frame has been freed.
+func (q *queue) tryPush(it item) (bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		it.frame.Free()
+		return false, errQueueClosed
+	}
+	size := it.frame.Len()
+	if it.coalesce {
+		for i := range q.items {
+			if q.items[i].coalesce && q.items[i].typeURL == it.typeURL {
+				q.bytes -= q.items[i].frame.Len()
+				q.items[i].frame.Free()
+				q.items = append(q.items[:i], q.items[i+1:]...)
+				break
+			}
+		}
+	} else if len(q.items) > 0 && q.bytes+size > q.limit {
+		return false, nil
+	}
+	q.items = append(q.items, it)
+	q.bytes += size
+	q.peak = max(q.peak, q.bytes)
+	signal(q.ready)
+	return true, nil
+}
+
+// push adds it, waiting for room if it must. On error the item's frame has been freed.
+func (q *queue) push(ctx context.Context, it item) error {
+	for {
+		ok, err := q.tryPush(it)
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-q.room:
+		case <-ctx.Done():
+			it.frame.Free()
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// pop removes the head item, waiting for one. The caller owns the returned frame.
+func (q *queue) pop(ctx context.Context) (item, error) {
+	for {
+		q.mu.Lock()
+		if q.closed {
+			q.mu.Unlock()
+			return item{}, errQueueClosed
+		}
+		if len(q.items) > 0 {
+			it := q.items[0]
+			q.items[0] = item{}
+			q.items = q.items[1:]
+			if len(q.items) == 0 {
+				q.items = q.items[:0:0] // let the backing array go; it regrows small
+			}
+			q.bytes -= it.frame.Len()
+			q.mu.Unlock()
+			signal(q.room)
+			return it, nil
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			return item{}, context.Cause(ctx)
+		}
+	}
+}
+
+// drain frees every pending item.
+func (q *queue) drain() {
+	q.mu.Lock()
+	for i := range q.items {
+		q.items[i].frame.Free()
+	}
+	q.items, q.bytes = nil, 0
+	q.mu.Unlock()
+	signal(q.room)
+}
+
+// close drains the queue; later pushes fail and free their frames.
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.drain()
+	signal(q.ready)
+}
+
+// stats returns the bytes pending now and the most ever pending.
+func (q *queue) stats() (bytes, peak int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.bytes, q.peak
+}
