@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
+)
+
+// Paths Istio's agent reads, relative to the working directory ("/" in the proxyv2 image).
+const (
+	tokenPath         = "./var/run/secrets/tokens/istio-token"
+	istiodRootPath    = "./var/run/secrets/istio/root-cert.pem"
+	customRootPath    = "./etc/certs/root-cert.pem"
+	bootstrapFileName = "envoy-rev.json"
+)
+
+// preflight checks, before anything starts, the files start-up cannot do without: the root
+// certificate that verifies istiod (Istio's FindRootCAForXDS order; a missing file is fatal in
+// Istio too, only later) and the service-account token the CA needs when no other credential is
+// configured.
+func preflight(s proxySettings, env *options.Env) error {
+	var errs []error
+	if s.ControlPlaneAuthPolicy != "NONE" {
+		if root, err := xdsRootPath(env); err != nil {
+			errs = append(errs, err)
+		} else if root != "" {
+			if _, err := os.Stat(root); err != nil {
+				errs = append(errs, fmt.Errorf("root certificate for istiod: %w", err))
+			}
+		}
+	}
+	if !env.FileMountedCerts && env.ProvCert == "" && env.CredentialFetcherType == "JWT" &&
+		env.CAProvider == "Citadel" && env.PilotCertProvider != "none" {
+		if _, err := os.Stat(tokenPath); err != nil {
+			errs = append(errs, fmt.Errorf("service account token for the CA (FILE_MOUNTED_CERTS and PROV_CERT unset): %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// xdsRootPath returns the root certificate file istiod is verified with ("" for the system pool).
+func xdsRootPath(env *options.Env) (string, error) {
+	switch {
+	case env.XDSRootCA == "SYSTEM":
+		return "", nil
+	case env.XDSRootCA != "":
+		return env.XDSRootCA, nil
+	}
+	if _, err := os.Stat(customRootPath); err == nil {
+		return customRootPath, nil
+	}
+	switch {
+	case env.ProvCert != "":
+		return filepath.Join(env.ProvCert, "root-cert.pem"), nil
+	case env.FileMountedCerts && env.TLSClientRootCert != "":
+		return env.TLSClientRootCert, nil
+	case env.PilotCertProvider == "none":
+		return "", errors.New("PILOT_CERT_PROVIDER=none leaves no root certificate to verify istiod with " +
+			"(set XDS_ROOT_CA or controlPlaneAuthPolicy: NONE)")
+	}
+	return istiodRootPath, nil
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// rootFlags are Istio's root (logging) flags, accepted on every sub-command.
+type rootFlags struct {
+	outputLevel, stacktraceLevel, caller string
+	target                               []string
+	asJSON                               bool
+	rotate                               string
+	rotateMaxAge, rotateMaxSize          int
+	rotateMaxBackups, vklog              int
+}
+
+// rootValueFlags are root flags that take a value (for finding the sub-command).
+var rootValueFlags = map[string]bool{
+	"--log_output_level": true, "--log_stacktrace_level": true, "--log_caller": true, "--log_target": true,
+	"--log_rotate": true, "--log_rotate_max_age": true, "--log_rotate_max_size": true,
+	"--log_rotate_max_backups": true, "--vklog": true,
+}
+
+func newRootFlagSet(name string, tolerateUnknown bool) (*pflag.FlagSet, *rootFlags) {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	fs.ParseErrorsAllowlist.UnknownFlags = tolerateUnknown
+	r := &rootFlags{}
+	fs.StringVar(&r.outputLevel, "log_output_level", "default:info,grpc:none",
+		"comma-separated minimum per-scope logging level, as <scope>:<level>; levels: debug, info, warn, error, fatal, none")
+	fs.StringVar(&r.stacktraceLevel, "log_stacktrace_level", "default:none",
+		"comma-separated minimum per-scope level at which stack traces are captured (accepted)")
+	fs.StringVar(&r.caller, "log_caller", "", "comma-separated scopes for which to include caller information (accepted)")
+	fs.StringSliceVar(&r.target, "log_target", []string{"stdout"}, "output paths for logs: stdout, stderr or a file path")
+	fs.BoolVar(&r.asJSON, "log_as_json", false, "output logs as JSON")
+	fs.StringVar(&r.rotate, "log_rotate", "", "path for the optional rotating log file (accepted)")
+	fs.IntVar(&r.rotateMaxAge, "log_rotate_max_age", 30, "maximum age in days of a log file (accepted)")
+	fs.IntVar(&r.rotateMaxSize, "log_rotate_max_size", 104857600, "maximum size in megabytes of a log file (accepted)")
+	fs.IntVar(&r.rotateMaxBackups, "log_rotate_max_backups", 1000, "maximum number of log file backups (accepted)")
+	fs.IntVar(&r.vklog, "vklog", 0, "number for the log level verbosity (accepted)")
+	return fs, r
+}
+
+// splitCommand finds the sub-command among args (root flags may come first) and returns it with
+// the remaining arguments.
+func splitCommand(args []string) (string, []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if strings.HasPrefix(a, "-") {
+			if rootValueFlags[a] {
+				i++ // its value
+			}
+			continue
+		}
+		return a, append(append([]string(nil), args[:i]...), args[i+1:]...)
+	}
+	return "", args
+}
+
+type usageErr struct{ msg string }
+
+func (e usageErr) Error() string { return e.msg }
+
+func errUnknownCommand(name string) error {
+	return usageErr{fmt.Sprintf("unknown command %q for \"pilot-agent\"", name)}
+}
+
+func isHelp(err error) bool { return errors.Is(err, pflag.ErrHelp) }
+
+func usageError(sio stdio, cmd string, err error) int {
+	fmt.Fprintf(sio.err, "Error: %v\nRun '%s --help' for usage.\n", err, cmd)
+	return exitUsage
+}
+
+func rootUsage(w io.Writer) {
+	fs, _ := newRootFlagSet("pilot-agent", true)
+	fmt.Fprintf(w, `Wingman pilot-agent runs in the sidecar or gateway container and bootstraps Envoy
+(a drop-in replacement for Istio's pilot-agent).
+
+Usage:
+  pilot-agent [command]
+
+Available Commands:
+  proxy       XDS proxy agent: runs Envoy and the services it needs
+  request     Makes an HTTP request to Envoy's admin API or the agent's status port
+  wait        Waits until the Envoy proxy is ready
+  version     Prints out build version information
+  help        Help about any command
+
+Flags:
+%s
+Use "pilot-agent [command] --help" for more information about a command.
+`, fs.FlagUsages())
+}
+
+func runHelp(args []string, sio stdio) int {
+	if len(args) == 0 {
+		rootUsage(sio.out)
+		return 0
+	}
+	switch args[0] {
+	case "proxy":
+		proxyUsage(sio.out)
+	case "request":
+		fs, _ := requestFlagSet()
+		commandUsage(sio.out, "request <method> <path> [<body>]", "Makes an HTTP request to Envoy's admin API", fs)
+	case "wait":
+		fs, _ := waitFlagSet()
+		commandUsage(sio.out, "wait", "Waits until the Envoy proxy is ready", fs)
+	case "version":
+		fs, _, _ := versionFlagSet()
+		commandUsage(sio.out, "version", "Prints out build version information", fs)
+	default:
+		return usageError(sio, "pilot-agent", errUnknownCommand(args[0]))
+	}
+	return 0
+}
+
+func commandUsage(w io.Writer, use, short string, fs *pflag.FlagSet) {
+	fmt.Fprintf(w, "%s\n\nUsage:\n  pilot-agent %s [flags]\n\nFlags:\n%s", short, use, fs.FlagUsages())
+}
+
+// newLogger builds the agent's logger from the root flags.
+func (r *rootFlags) newLogger(sio stdio) (*slog.Logger, func(), error) {
+	level, err := defaultLevel(r.outputLevel)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, closeFn := sio.out, func() {}
+	if len(r.target) > 0 {
+		switch t := r.target[0]; t {
+		case "stdout", "":
+		case "stderr":
+			w = sio.err
+		default:
+			f, err := os.OpenFile(t, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--log_target %s: %w", t, err)
+			}
+			w, closeFn = f, func() { f.Close() }
+		}
+	}
+	if level == levelNone {
+		return slog.New(slog.DiscardHandler), closeFn, nil
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if r.asJSON {
+		return slog.New(slog.NewJSONHandler(w, opts)), closeFn, nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), closeFn, nil
+}
+
+const levelNone = slog.Level(100)
+
+// defaultLevel reads the "default" scope (or a bare level) of an Istio --log_output_level.
+func defaultLevel(spec string) (slog.Level, error) {
+	level := slog.LevelInfo
+	for part := range strings.SplitSeq(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		scope, lv, ok := strings.Cut(part, ":")
+		if !ok {
+			scope, lv = "default", part
+		}
+		var l slog.Level
+		switch lv {
+		case "debug":
+			l = slog.LevelDebug
+		case "info":
+			l = slog.LevelInfo
+		case "warn", "warning":
+			l = slog.LevelWarn
+		case "error", "fatal":
+			l = slog.LevelError
+		case "none":
+			l = levelNone
+		default:
+			return 0, usageErr{fmt.Sprintf("--log_output_level: invalid level %q in %q (want debug, info, warn, error, fatal or none)", lv, part)}
+		}
+		if scope == "default" {
+			level = l
+		}
+	}
+	return level, nil
+}
