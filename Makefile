@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 BENCHTIME ?= 1x
 COUNT     ?= 1
 
-.PHONY: all build test vet unit race fuzz fuzz-long bench lint demo perf clean
+.PHONY: all build test vet unit race gate fuzz fuzz-long bench lint demo perf clean
 
 all: build
 
@@ -14,7 +14,7 @@ build:
 	$(GO) build -tags $(TAGS) -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/pilot-agent
 
 # The README's test command: vet, every test under the race detector, every fuzz target briefly.
-test: vet race fuzz
+test: vet race gate fuzz
 
 vet:
 	$(GO) vet ./...
@@ -24,6 +24,10 @@ unit:
 
 race:
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Allocation, heap and same-run ratio gates: they need a build without the race detector.
+gate:
+	$(GO) test -count=1 -run Gate ./...
 
 # Runs each native fuzz target for FUZZTIME (committed crashers in testdata/fuzz run as regression
 # cases in every plain `go test` too).

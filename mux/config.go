@@ -75,6 +75,9 @@ type Backoff struct {
 }
 
 const (
+	streamWindow      = 8 << 20
+	connWindow        = 32 << 20
+	ioBuffer          = 256 << 10
 	defaultMaxMessage = 64 << 20
 	defaultQueueBytes = 16 << 20
 )

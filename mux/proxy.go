@@ -119,8 +119,10 @@ func (p *Proxy) newServer() *grpc.Server {
 		grpc.MaxRecvMsgSize(p.cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(p.cfg.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(100000),
-		grpc.InitialWindowSize(1<<20),
-		grpc.InitialConnWindowSize(4<<20),
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
+		grpc.ReadBufferSize(ioBuffer),
+		grpc.WriteBufferSize(ioBuffer),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
 	)

@@ -76,8 +76,13 @@ func dialUpstream(cfg *Config) (*grpcUpstream, error) {
 			Backoff:           backoff.Config{BaseDelay: cfg.Backoff.Base, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.Backoff.Max},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-		grpc.WithInitialWindowSize(1 << 20),
-		grpc.WithInitialConnWindowSize(4 << 20),
+		// Large windows and buffers: a multi-megabyte push crosses in a few system calls and
+		// without waiting for window updates. They bound what Istiod may send unread; the
+		// proxy reads continuously, and its own queues are bounded separately.
+		grpc.WithInitialWindowSize(streamWindow),
+		grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithReadBufferSize(ioBuffer),
+		grpc.WithWriteBufferSize(ioBuffer),
 	}
 	cc, err := grpc.NewClient("passthrough:///"+u.Address, opts...)
 	if err != nil {
