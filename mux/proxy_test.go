@@ -356,6 +356,8 @@ func TestIstiodRestartMidPush(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// A 2 MB push starts and Istiod goes away while it is on the wire.
+			i.caches[fastpath.ClusterType].SetResources(clusters(200, 2<<20, "v1b"))
 			i.stop()
 			v2 := clusters(150, 150<<10, "v2") // 50 clusters removed, the rest changed
 			i.caches[fastpath.ClusterType].SetResources(v2)
@@ -370,6 +372,19 @@ func TestIstiodRestartMidPush(t *testing.T) {
 			}
 			if n := i.accepted.Load(); n != 2 {
 				t.Fatalf("%d upstream connections, want 2 (one before and one after the restart)", n)
+			}
+			// The replayed subscription told Istiod what the client already had.
+			i.mu.Lock()
+			defer i.mu.Unlock()
+			replayed := false
+			for _, r := range i.deltas {
+				replayed = replayed || len(r.InitialResourceVersions) == len(v1) && r.Node.GetId() == testNode.Id
+			}
+			for _, r := range i.requests {
+				replayed = replayed || r.VersionInfo != "" && r.ResponseNonce == "" && r.Node.GetId() == testNode.Id
+			}
+			if !replayed {
+				t.Fatal("no replayed request carried the node and the versions the client had")
 			}
 		})
 	}
