@@ -38,9 +38,9 @@ type Config struct {
 	// LocalHost is the loopback address of Envoy's admin and Prometheus ports: "127.0.0.1"
 	// (the default) or "::1" for IPv6-only pods.
 	LocalHost string
-	// AdminPort is Envoy's admin port (15000), read for readiness.
+	// AdminPort is Envoy's admin port, read for readiness (0: 15000).
 	AdminPort int
-	// EnvoyPrometheusPort is ENVOY_PROMETHEUS_PORT (15090), merged into /stats/prometheus.
+	// EnvoyPrometheusPort is ENVOY_PROMETHEUS_PORT, merged into /stats/prometheus (0: 15090).
 	EnvoyPrometheusPort int
 	// NoEnvoy is DISABLE_ENVOY: readiness skips Envoy and the merge leaves it out.
 	NoEnvoy bool
@@ -109,6 +109,15 @@ type Config struct {
 func (c *Config) defaults() error {
 	if c.Port < 0 || c.Port > 65535 {
 		return errors.New("status: port out of range")
+	}
+	if c.AdminPort == 0 {
+		c.AdminPort = 15000
+	}
+	if c.EnvoyPrometheusPort == 0 {
+		c.EnvoyPrometheusPort = 15090
+	}
+	if c.AdminPort < 0 || c.AdminPort > 65535 || c.EnvoyPrometheusPort < 0 || c.EnvoyPrometheusPort > 65535 {
+		return errors.New("status: Envoy admin or Prometheus port out of range")
 	}
 	if c.LocalHost == "" {
 		c.LocalHost = "127.0.0.1"

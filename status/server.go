@@ -55,7 +55,7 @@ func New(cfg Config) (*Server, error) {
 		Registerer: cfg.Registerer,
 		Logger:     cfg.Logger,
 	}
-	if !cfg.NoEnvoy && !cfg.SkipEnvoyStats && cfg.EnvoyPrometheusPort > 0 {
+	if !cfg.NoEnvoy && !cfg.SkipEnvoyStats {
 		mcfg.EnvoyURL = "http://" + net.JoinHostPort(cfg.LocalHost, strconv.Itoa(cfg.EnvoyPrometheusPort)) + "/stats/prometheus"
 	}
 	if cfg.NodeType == "" || cfg.NodeType == "sidecar" {

@@ -89,13 +89,31 @@ func New(cfg Config) (*Merger, error) {
 		textFmt: expfmt.NewFormat(expfmt.TypeTextPlain),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{m.scrapes, m.failures} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("registering merged-metrics counters: %w", err)
-			}
+		var err error
+		if m.scrapes, err = register(cfg.Registerer, m.scrapes); err != nil {
+			return nil, err
+		}
+		if m.failures, err = register(cfg.Registerer, m.failures); err != nil {
+			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// register registers c, or reuses the identical collector already there (a second Merger on
+// the same registry counts into the same series).
+func register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
+	err := r.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("registering merged-metrics counters: %w", err)
 }
 
 // upstream is one target's response (or failure) for one scrape.

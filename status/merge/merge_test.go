@@ -287,3 +287,20 @@ func BenchmarkMergedScrape1MB(b *testing.B) {
 		resp.Body.Close()
 	}
 }
+
+func TestSecondMergerSharesCounters(t *testing.T) {
+	reg, wrapped := agentRegistry(t)
+	a, err := New(Config{Registerer: wrapped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{Registerer: wrapped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape(t, a, nil, "")
+	scrape(t, b, nil, "")
+	if n := counterValue(t, reg, "istio_agent_scrapes_total", ""); n != 2 {
+		t.Errorf("scrapes_total = %v, want 2 across both mergers", n)
+	}
+}
