@@ -89,7 +89,7 @@ func copyLines(dst io.Writer, src io.Reader, limit int64, openMetrics bool, buf 
 }
 
 // eofLine returns the offset of an OpenMetrics "# EOF" line inside complete (which ends in a
-// newline), or -1. atStart tells whether complete[0] starts a line.
+// newline), or -1. midLine tells that complete[0] continues a line rather than starting one.
 func eofLine(complete []byte, midLine bool) int {
 	for off := 0; ; {
 		i := bytes.Index(complete[off:], eofMarker)
