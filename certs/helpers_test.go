@@ -210,7 +210,6 @@ func newEnvWith(t testing.TB, mode testca.Mode, mutate func(*Config)) *env {
 	return e
 }
 
-
 func write(t testing.TB, path, data string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
@@ -231,7 +230,6 @@ func (e *env) counter(name string) float64 {
 	}
 	return 0
 }
-
 
 // rotate moves the fake clock, once the manager waits on it, to the current certificate's
 // rotation time, or past the longest retry backoff when that time has passed already.
@@ -272,7 +270,7 @@ func (e *env) dial() *sdsClient {
 func (c *sdsClient) send(nonce string, names ...string) {
 	c.t.Helper()
 	err := c.stream.Send(&discovery.DiscoveryRequest{
-		Node: &corev3.Node{Id: "sidecar~10.0.0.1~sleep.default~default.svc.cluster.local"},
+		Node:    &corev3.Node{Id: "sidecar~10.0.0.1~sleep.default~default.svc.cluster.local"},
 		TypeUrl: secretTypeURL, ResourceNames: names, ResponseNonce: nonce,
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 type privateKey struct {
 	signer crypto.Signer
 	pem    []byte
+	csr    []byte // PEM CSR for the workload identity, signed ahead by the key generator
 }
 
 // generateKey makes a key of the configured type and encodes it as Istio does: PKCS#1

@@ -48,6 +48,7 @@ type Manager struct {
 	aliasMu sync.Mutex          // serialises alias publication against installs
 	aliases map[string]struct{} // guarded by aliasMu: unknown names served the workload cert
 
+	keyReady  atomic.Bool   // the next key is generated and waiting to be taken
 	lastLocal atomic.Int64  // nanoseconds of agent-side work in the last rotation
 	renewals  atomic.Uint64 // certificates installed from the CA
 }
@@ -138,11 +139,16 @@ func (m *Manager) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certif
 	return &tls.Certificate{}, nil
 }
 
-// generateKeys makes the next key ahead of need: the first at once, each later one as soon as
-// the previous is taken, so no key generation sits on the rotation path.
+// generateKeys makes the next key and its CSR ahead of need: the first at once, each later one
+// as soon as the previous is taken, so neither sits on the rotation path.
 func (m *Manager) generateKeys(ctx context.Context) {
 	for {
 		k, err := generateKey(&m.cfg)
+		if err == nil {
+			// The CSR depends only on the key and the identity: sign it now, off the rotation
+			// path (an RSA-2048 signature costs milliseconds).
+			k.csr, err = createCSR(k.signer, m.spiffeID)
+		}
 		if err != nil {
 			m.log.Error("key generation failed", "err", err)
 			if !m.sleep(ctx, time.Second) {
@@ -150,8 +156,10 @@ func (m *Manager) generateKeys(ctx context.Context) {
 			}
 			continue
 		}
+		m.keyReady.Store(true)
 		select {
 		case m.keys <- k:
+			m.keyReady.Store(false)
 		case <-ctx.Done():
 			return
 		}
@@ -194,13 +202,9 @@ func (m *Manager) rotate(ctx context.Context) {
 
 // renew has key's CSR signed, checks the response and installs it.
 func (m *Manager) renew(ctx context.Context, key privateKey, trigger time.Time) error {
-	csr, err := createCSR(key.signer, m.spiffeID)
-	if err != nil {
-		return err
-	}
 	sent := time.Now()
 	m.met.requests.Inc()
-	elems, err := m.ca.sign(ctx, csr)
+	elems, err := m.ca.sign(ctx, key.csr)
 	got := time.Now()
 	m.met.latencyMS.Add(float64(got.Sub(sent)) / float64(time.Millisecond))
 	if err != nil {

@@ -3,9 +3,9 @@ package certs
 import (
 	"bytes"
 	"crypto/tls"
-	"log/slog"
 	"crypto/x509"
 	"encoding/pem"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,7 +161,6 @@ func TestCADownAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
 
 // TestBadCAResponses: each kind of bad response is refused with a clear error and a metric, and
 // the old certificate stays in service; the next good response is installed.
