@@ -120,8 +120,12 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 
-	fs.VisitAll(func(f *pflag.Flag) { log.Info(fmt.Sprintf("FLAG: --%s=%q", f.Name, f.Value.String())) })
-	log.Info("Wingman pilot-agent", "version", buildVersion())
+	if log.Enabled(parent, slog.LevelInfo) {
+		// One record (one write) rather than Istio's line per flag: this is on the start-up path.
+		var b strings.Builder
+		fs.VisitAll(func(f *pflag.Flag) { fmt.Fprintf(&b, " --%s=%q", f.Name, f.Value.String()) })
+		log.Info("FLAGS:"+b.String(), "version", buildVersion())
+	}
 
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -133,7 +137,7 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 		a.settings.ServiceCluster = pf.serviceCluster
 	}
 	applyConcurrency(&a.settings, pf.concurrency, env.CPULimit, log.Warn)
-	log.Info("effective proxy config", "settings", fmt.Sprintf("%+v", a.settings))
+	log.Info("effective proxy config", "settings", a.settings)
 	if err := preflight(a.settings, env); err != nil {
 		return usageError(sio, "pilot-agent proxy", err)
 	}

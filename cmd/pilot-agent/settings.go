@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -60,7 +62,11 @@ func placeholderResolveProxyConfig(env *options.Env) (proxySettings, error) {
 		FileFlushInterval        *string `json:"fileFlushInterval"`
 		FileFlushMinSizeKB       *int    `json:"fileFlushMinSizeKb"`
 	}
-	if err := yaml.Unmarshal([]byte(env.ProxyConfig), &pc); err != nil {
+	unmarshal := func(b []byte, v any) error { return yaml.Unmarshal(b, v) }
+	if strings.HasPrefix(strings.TrimSpace(env.ProxyConfig), "{") {
+		unmarshal = json.Unmarshal // the injector's form: skip the YAML conversion
+	}
+	if err := unmarshal([]byte(env.ProxyConfig), &pc); err != nil {
 		return s, fmt.Errorf("environment variable PROXY_CONFIG: %w", err)
 	}
 	set := func(dst *string, v *string) {

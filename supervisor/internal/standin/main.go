@@ -19,6 +19,9 @@ import (
 )
 
 func main() {
+	if f := os.Getenv("STANDIN_STARTED_FILE"); f != "" { // first thing: when the exec landed
+		_ = os.WriteFile(f, []byte(strconv.FormatInt(time.Now().UnixNano(), 10)), 0o644)
+	}
 	switch os.Getenv("STANDIN_ROLE") {
 	case "intermediate": // start the grandchild and leave it orphaned
 		c := exec.Command(os.Args[0])

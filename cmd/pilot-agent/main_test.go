@@ -1,0 +1,413 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+var agentBin, standinBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pilot-agent-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	agentBin, standinBin = filepath.Join(dir, "pilot-agent"), filepath.Join(dir, "envoy")
+	for _, b := range [][2]string{{agentBin, "."}, {standinBin, "../../supervisor/internal/standin"}} {
+		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b[1], err, out)
+			os.Exit(1)
+		}
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+}
+
+// pod is a working directory laid out like the proxyv2 image's "/".
+type pod struct {
+	dir   string
+	env   []string
+	ev    chan string
+	admin int
+}
+
+func newPod(t *testing.T, proxyConfig string, env ...string) *pod {
+	t.Helper()
+	p := &pod{dir: t.TempDir(), ev: make(chan string, 64), admin: freePort(t)}
+	for _, f := range []string{tokenPath, istiodRootPath} {
+		path := filepath.Join(p.dir, f)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		p.ev <- string(b)
+	}))
+	t.Cleanup(srv.Close)
+	if proxyConfig == "" {
+		proxyConfig = fmt.Sprintf(`{"binaryPath": %q, "proxyAdminPort": %d}`, standinBin, p.admin)
+	}
+	p.env = append([]string{"PROXY_CONFIG=" + proxyConfig, "POD_NAME=app-7d9", "POD_NAMESPACE=default",
+		"INSTANCE_IP=10.0.0.5", "STANDIN_NOTIFY=" + srv.URL, "STANDIN_ARGS_FILE=" + filepath.Join(p.dir, "args.json"),
+		"CLOUD_PLATFORM=none", "PATH=" + os.Getenv("PATH")}, env...)
+	return p
+}
+
+func (p *pod) cmd(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	c := exec.Command(agentBin, args...)
+	c.Dir, c.Env = p.dir, p.env
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	return c, &out, &errb
+}
+
+// run runs the agent to completion and returns its exit code and stderr.
+func (p *pod) run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	c, out, errb := p.cmd(t, args...)
+	done := make(chan struct{})
+	time.AfterFunc(30*time.Second, func() {
+		select {
+		case <-done:
+		default:
+			_ = c.Process.Kill()
+		}
+	})
+	err := c.Run()
+	close(done)
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+func (p *pod) wait(t *testing.T, prefix string) string {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case ev := <-p.ev:
+			if strings.HasPrefix(ev, prefix) {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %q event from the stand-in envoy", prefix)
+		}
+	}
+}
+
+// nothingStarted checks that Envoy was never started and no bootstrap was left behind.
+func (p *pod) nothingStarted(t *testing.T) {
+	t.Helper()
+	for _, f := range []string{"args.json", "etc/istio/proxy/envoy-rev.json"} {
+		if _, err := os.Stat(filepath.Join(p.dir, f)); err == nil {
+			t.Errorf("%s exists: something was started", f)
+		}
+	}
+	select {
+	case ev := <-p.ev:
+		t.Errorf("stand-in envoy reported %q", ev)
+	default:
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestUsageErrors(t *testing.T) {
+	p := newPod(t, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"wait", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"version", "--output=xml"}, "--output must be"},
+		{[]string{"request", "GET"}, "accepts between 2 and 3 arg(s)"},
+		{[]string{"request", "--debug-port=8080", "GET", "stats"}, "invalid debug port 8080"},
+		{[]string{"proxy", "gateway"}, "invalid proxy Type: gateway"},
+		{[]string{"proxy", "--concurrency=lots"}, `invalid argument "lots"`},
+		{[]string{"proxy", "--log_output_level=default:loud"}, `invalid level "loud"`},
+	} {
+		code, _, stderr := p.run(t, tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		}
+	}
+	p.nothingStarted(t)
+}
+
+func TestBadEnvironmentNamesTheVariable(t *testing.T) {
+	p := newPod(t, "", "EXIT_ON_ZERO_ACTIVE_CONNECTIONS=maybe", "MINIMUM_DRAIN_DURATION=5")
+	code, _, stderr := p.run(t, "proxy", "sidecar")
+	if code != exitUsage || !strings.Contains(stderr, "EXIT_ON_ZERO_ACTIVE_CONNECTIONS") ||
+		!strings.Contains(stderr, "MINIMUM_DRAIN_DURATION") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	p.nothingStarted(t)
+}
+
+func TestConflictingSettings(t *testing.T) {
+	p := newPod(t, "", "FILE_MOUNTED_CERTS=true", "PROV_CERT=/etc/certs")
+	code, _, stderr := p.run(t, "proxy")
+	if code != exitUsage || !strings.Contains(stderr, "FILE_MOUNTED_CERTS") || !strings.Contains(stderr, "PROV_CERT") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	p.nothingStarted(t)
+	p = newPod(t, `{"proxyAdminPort": 99999}`)
+	if code, _, stderr := p.run(t, "proxy"); code != exitUsage || !strings.Contains(stderr, "PROXY_CONFIG") {
+		t.Errorf("bad PROXY_CONFIG: exit %d, stderr %q", code, stderr)
+	}
+	p.nothingStarted(t)
+}
+
+func TestMissingTokenOrRoot(t *testing.T) {
+	for _, missing := range []string{tokenPath, istiodRootPath} {
+		p := newPod(t, "")
+		if err := os.Remove(filepath.Join(p.dir, missing)); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := p.run(t, "proxy", "sidecar")
+		if code != exitUsage || !strings.Contains(stderr, strings.TrimPrefix(missing, "./")) {
+			t.Errorf("missing %s: exit %d, stderr %q", missing, code, stderr)
+		}
+		p.nothingStarted(t)
+	}
+	// Not required: file-mounted certificates need no token; XDS_ROOT_CA=SYSTEM needs no root file.
+	p := newPod(t, "", "FILE_MOUNTED_CERTS=true", "XDS_ROOT_CA=SYSTEM", "STANDIN_EXIT_CODE=0")
+	os.Remove(filepath.Join(p.dir, tokenPath))
+	os.Remove(filepath.Join(p.dir, istiodRootPath))
+	if code, _, stderr := p.run(t, "proxy"); code != 0 {
+		t.Errorf("file-mounted: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestProxyLifecycle runs the injector's command line: Envoy gets Istio's arguments, a SIGTERM
+// drains it, and the agent exits 0.
+func TestProxyLifecycle(t *testing.T) {
+	p := newPod(t, "", "STANDIN_ENV_PROBE=through")
+	c, _, errb := p.cmd(t, "proxy", "sidecar", "--domain", "default.svc.cluster.local", "--proxyLogLevel=warning",
+		"--proxyComponentLogLevel=misc:error", "--log_output_level=default:info", "--someFutureFlag=1", "--stsPort=15463")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, "started")
+	var rec struct {
+		Args  []string `json:"args"`
+		Probe string   `json:"probe"`
+	}
+	b, err := os.ReadFile(filepath.Join(p.dir, "args.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"-c", "etc/istio/proxy/envoy-rev.json", "--drain-time-s", "45", "--drain-strategy", "immediate",
+		"--local-address-ip-version", "v4", "--file-flush-interval-msec", "1000", "--disable-hot-restart",
+		"--allow-unknown-static-fields", "-l", "warning", "--component-log-level", "misc:error", "--skip-deprecated-logs"}
+	if !slices.Equal(rec.Args, want) || rec.Probe != "through" {
+		t.Errorf("envoy args %q probe %q\nwant %q", rec.Args, rec.Probe, want)
+	}
+	bs, err := os.ReadFile(filepath.Join(p.dir, "etc/istio/proxy/envoy-rev.json"))
+	if err != nil || !strings.Contains(string(bs), "sidecar~10.0.0.5~app-7d9.default~default.svc.cluster.local") {
+		t.Errorf("bootstrap %s, %v", bs, err)
+	}
+	if err := c.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if ev := p.wait(t, "drain"); ev != "drain POST graceful&inboundonly" {
+		t.Errorf("drain %q", ev)
+	}
+	if err := c.Wait(); err != nil {
+		t.Fatalf("agent: %v\n%s", err, errb)
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, "etc/istio/proxy/envoy-rev.json")); err == nil {
+		t.Error("bootstrap left behind")
+	}
+}
+
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	p := newPod(t, "")
+	p.env[0] = fmt.Sprintf(`PROXY_CONFIG={"binaryPath": %q, "proxyAdminPort": %d, "terminationDrainDuration": "1h"}`,
+		standinBin, p.admin)
+	c, _, errb := p.cmd(t, "proxy", "router")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, "started")
+	c.Process.Signal(syscall.SIGTERM)
+	if ev := p.wait(t, "drain"); ev != "drain POST graceful" { // routers drain everything
+		t.Errorf("drain %q", ev)
+	}
+	c.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("agent: %v\n%s", err, errb)
+		}
+	case <-time.After(20 * time.Second):
+		c.Process.Kill()
+		<-done
+		t.Fatal("second signal did not stop the agent")
+	}
+}
+
+func TestEnvoyExitCodeBecomesAgentExitCode(t *testing.T) {
+	p := newPod(t, "", "STANDIN_EXIT_CODE=7", "STANDIN_EXIT_AFTER_MS=20")
+	if code, _, stderr := p.run(t, "proxy"); code != 7 {
+		t.Errorf("exit %d, want envoy's 7; stderr %q", code, stderr)
+	}
+}
+
+func TestHelpDocumentsFlagsAndEnvironment(t *testing.T) {
+	p := newPod(t, "")
+	code, out, _ := p.run(t, "proxy", "--help")
+	for _, want := range []string{"--proxyLogLevel", "--stsPort", "--log_output_level", "--meshConfig",
+		"EXIT_ON_ZERO_ACTIVE_CONNECTIONS", "MINIMUM_DRAIN_DURATION", "ISTIO_GPRC_MAXSTREAMS", "CLOUD_PLATFORM"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("proxy --help lacks %s", want)
+		}
+	}
+	if code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	if code, out, _ := p.run(t); code != 0 || !strings.Contains(out, "Available Commands") {
+		t.Errorf("root help: exit %d %q", code, out)
+	}
+	if code, out, _ := p.run(t, "version", "-s"); code != 0 || strings.TrimSpace(out) == "" {
+		t.Errorf("version -s: exit %d %q", code, out)
+	}
+	if code, out, _ := p.run(t, "version", "-o", "json"); code != 0 || !strings.Contains(out, `"clientVersion"`) {
+		t.Errorf("version -o json: exit %d %q", code, out)
+	}
+}
+
+func TestWait(t *testing.T) {
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		if calls < 3 || r.URL.Path != "/healthz/ready" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	code := run(t.Context(), []string{"wait", "--url", srv.URL + "/healthz/ready", "--periodMillis=5"}, nil, &out, &errb)
+	if code != 0 || !strings.Contains(out.String(), "Envoy is ready!") || calls != 3 {
+		t.Errorf("exit %d after %d calls: %q %q", code, calls, out.String(), errb.String())
+	}
+	out.Reset()
+	code = run(t.Context(), []string{"wait", "--url", srv.URL + "/never", "--periodMillis=5", "--timeoutSeconds=1"}, nil, &out, &errb)
+	if code != exitFailure || !strings.Contains(errb.String(), "timeout waiting for Envoy proxy to become ready") ||
+		!strings.Contains(errb.String(), "503") {
+		t.Errorf("timeout: exit %d %q", code, errb.String())
+	}
+}
+
+func TestRequest(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/drain":
+			fmt.Fprintf(w, "%s drained %s", r.Method, b)
+		case "/fail":
+			http.Error(w, "nope", http.StatusServiceUnavailable)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if got, err := doRequest(t.Context(), addr, "POST", "drain", "now"); err != nil || got != "POST drained now" {
+		t.Errorf("drain: %q %v", got, err)
+	}
+	if got, err := doRequest(t.Context(), addr, "POST", "/drain", ""); err != nil || got != "POST drained " {
+		t.Errorf("leading slash: %q %v", got, err)
+	}
+	if _, err := doRequest(t.Context(), addr, "GET", "missing", ""); err != nil {
+		t.Errorf("404 must not fail: %v", err)
+	}
+	if _, err := doRequest(t.Context(), addr, "GET", "fail", ""); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("503: %v", err)
+	}
+}
+
+func TestSplitCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		cmd  string
+		rest []string
+	}{
+		{[]string{"proxy", "sidecar"}, "proxy", []string{"sidecar"}},
+		{[]string{"--log_output_level", "default:debug", "proxy", "router"}, "proxy", []string{"--log_output_level", "default:debug", "router"}},
+		{[]string{"--log_as_json", "wait"}, "wait", []string{"--log_as_json"}},
+		{[]string{"--log_as_json"}, "", []string{"--log_as_json"}},
+	} {
+		cmd, rest := splitCommand(tc.args)
+		if cmd != tc.cmd || !slices.Equal(rest, tc.rest) {
+			t.Errorf("%q: got %q %q", tc.args, cmd, rest)
+		}
+	}
+}
+
+// TestStartupLatency measures process start → Envoy exec'd with its bootstrap written: from just
+// before the agent's fork/exec to the first statement of the stand-in's main (so the figure also
+// holds the stand-in's own runtime start-up). It reports the median of 20 runs; it gates on
+// nothing (the machine is shared and noisy).
+func TestStartupLatency(t *testing.T) {
+	p := newPod(t, "", "STANDIN_EXIT_CODE=0")
+	stamp := filepath.Join(p.dir, "started")
+	p.env = append(p.env, "STANDIN_STARTED_FILE="+stamp, "STANDIN_NOTIFY=")
+	var runs []time.Duration
+	for range 20 {
+		os.Remove(stamp)
+		c, _, errb := p.cmd(t, "proxy", "sidecar", "--domain", "default.svc.cluster.local", "--log_output_level=default:warn")
+		t0 := time.Now()
+		if err := c.Run(); err != nil {
+			t.Fatalf("agent: %v\n%s", err, errb)
+		}
+		b, err := os.ReadFile(stamp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ns int64
+		fmt.Sscan(string(b), &ns)
+		runs = append(runs, time.Unix(0, ns).Sub(t0))
+	}
+	slices.Sort(runs)
+	t.Logf("process start -> envoy exec'd with bootstrap written: median %v (min %v, max %v, n=%d)",
+		runs[len(runs)/2], runs[0], runs[len(runs)-1], len(runs))
+}
