@@ -52,9 +52,13 @@ func runWait(ctx context.Context, args []string, sio stdio) int {
 	defer period.Stop()
 	var last error
 	for {
-		if last = probe(ctx, client, w.url); last == nil {
+		err := probe(ctx, client, w.url)
+		if err == nil {
 			fmt.Fprintln(sio.out, "Envoy is ready!")
 			return 0
+		}
+		if last == nil || ctx.Err() == nil { // keep the last real answer, not our own deadline
+			last = err
 		}
 		select {
 		case <-ctx.Done():
