@@ -1,0 +1,234 @@
+package perf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Kind names an agent under test.
+type Kind string
+
+const (
+	// Wingman is the real pilot-agent binary (Bins.Agent), or Wingman's mux in perf/agentchild
+	// when no binary is given.
+	Wingman Kind = "wingman"
+	// Reference is perf/refagent in perf/agentchild: decode and re-encode, a connection per stream.
+	Reference Kind = "reference"
+)
+
+// Bins are the executables the harness runs.
+type Bins struct {
+	Agent string // pilot-agent; empty → Wingman runs as agentchild -mode=mux
+	Child string // perf/agentchild
+	Stub  string // perf/envoystub
+}
+
+// Paths inside a pod directory, as in the proxyv2 image.
+const (
+	tokenFile     = "var/run/secrets/tokens/istio-token"
+	rootFile      = "var/run/secrets/istio/root-cert.pem"
+	bootstrapFile = "etc/istio/proxy/envoy-rev.json"
+	xdsSocketRel  = "./etc/istio/proxy/XDS"
+	sdsSocketRel  = "./var/run/secrets/workload-spiffe-uds/socket"
+)
+
+// podSpec is how one pod is started.
+type podSpec struct {
+	kind      Kind
+	id        string
+	api       string        // GRPC or DELTA_GRPC
+	secretTTL time.Duration // 0 → 24h
+	slowMS    int
+	extra     int  // downstreams beyond the first (started by the harness on the agent's socket)
+	pprof     bool // serve pprof/expvar from the agent child (or the binary's status port)
+}
+
+// Pod is one agent with its Envoy stand-ins.
+type Pod struct {
+	ID        string
+	Dir       string
+	Agent     *Proc
+	Stubs     []*Proc  // stand-ins started by the harness (all of them in child mode)
+	StubIDs   []string // every stand-in's id
+	DebugAddr string   // host:port serving /debug/pprof (and /debug/vars for agentchild)
+	Binary    bool     // the agent is the real pilot-agent
+	Started   time.Time
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startPod lays out a pod directory under root, starts the agent and its stand-ins.
+func startPod(root string, bins Bins, cp *ControlPlane, hub *Hub, spec podSpec) (*Pod, error) {
+	dir := filepath.Join(root, spec.id)
+	p := &Pod{ID: spec.id, Dir: dir}
+	for f, b := range map[string][]byte{tokenFile: []byte(Token + "\n"), rootFile: cp.RootPEM} {
+		path := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", spec.id, err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", spec.id, err)
+		}
+	}
+	admin, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	stubEnv := []string{"PERF_EVENTS=" + hub.Spec(), "PERF_STUB_ID=" + spec.id}
+	if spec.slowMS > 0 {
+		stubEnv = append(stubEnv, "PERF_SLOW_MS="+strconv.Itoa(spec.slowMS))
+	}
+	ttl := spec.secretTTL
+	if ttl <= 0 {
+		ttl = 24 * time.Hour
+	}
+	p.StubIDs = []string{spec.id}
+	p.Started = time.Now()
+	if bins.Agent != "" && spec.kind == Wingman {
+		p.Binary = true
+		status, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		pc, _ := json.Marshal(map[string]any{"binaryPath": bins.Stub, "proxyAdminPort": admin, "statusPort": status,
+			"discoveryAddress": cp.Addr(), "drainDuration": "1s", "terminationDrainDuration": "1s"})
+		env := append([]string{"PROXY_CONFIG=" + string(pc), "POD_NAME=" + spec.id, "POD_NAMESPACE=default",
+			"SERVICE_ACCOUNT=perf", "INSTANCE_IP=127.0.0.1", "CLOUD_PLATFORM=none", "CA_ADDR=" + cp.Addr(),
+			"ISTIO_META_CLUSTER_ID=Kubernetes", "ECC_SIGNATURE_ALGORITHM=ECDSA", "SECRET_TTL=" + ttl.String(),
+			"ISTIO_DELTA_XDS=" + strconv.FormatBool(spec.api == "DELTA_GRPC"), "PATH=" + os.Getenv("PATH")}, stubEnv...)
+		p.DebugAddr = "127.0.0.1:" + strconv.Itoa(status)
+		if p.Agent, err = startProc("pilot-agent "+spec.id, dir, env, bins.Agent, "proxy", "sidecar"); err != nil {
+			return nil, err
+		}
+	} else {
+		mode := "mux"
+		if spec.kind == Reference {
+			mode = "ref"
+		}
+		args := []string{"-mode", mode, "-discovery", cp.Addr(), "-secret-ttl", ttl.String()}
+		if spec.pprof {
+			port, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			p.DebugAddr = "127.0.0.1:" + strconv.Itoa(port)
+			args = append(args, "-pprof", p.DebugAddr)
+		}
+		if err := writeBootstrap(filepath.Join(dir, bootstrapFile), spec.id, spec.api, admin); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", spec.id, err)
+		}
+		if p.Agent, err = startProc("agentchild("+mode+") "+spec.id, dir, nil, bins.Child, args...); err != nil {
+			return nil, err
+		}
+		stub, err := startProc("envoystub "+spec.id, dir, stubEnv, bins.Stub, "-c", bootstrapFile, "--drain-time-s", "1")
+		if err != nil {
+			p.Stop()
+			return nil, err
+		}
+		p.Stubs = append(p.Stubs, stub)
+	}
+	for k := range spec.extra {
+		id := fmt.Sprintf("%s-d%d", spec.id, k+1)
+		port, err := freePort()
+		if err != nil {
+			p.Stop()
+			return nil, err
+		}
+		env := []string{"PERF_EVENTS=" + hub.Spec(), "PERF_STUB_ID=" + id, "PERF_ADMIN_PORT=" + strconv.Itoa(port)}
+		stub, err := startProc("envoystub "+id, dir, env, bins.Stub, "-c", bootstrapFile)
+		if err != nil {
+			p.Stop()
+			return nil, err
+		}
+		p.Stubs = append(p.Stubs, stub)
+		p.StubIDs = append(p.StubIDs, id)
+	}
+	return p, nil
+}
+
+// writeBootstrap writes the part of Envoy's bootstrap the stand-in reads, for agents that do
+// not render one (agentchild).
+func writeBootstrap(path, id, api string, admin int) error {
+	pipe := func(name, sock string) map[string]any {
+		return map[string]any{"name": name, "load_assignment": map[string]any{"cluster_name": name,
+			"endpoints": []any{map[string]any{"lb_endpoints": []any{map[string]any{"endpoint": map[string]any{
+				"address": map[string]any{"pipe": map[string]any{"path": sock}}}}}}}}}
+	}
+	bs := map[string]any{
+		"node":              map[string]any{"id": "sidecar~127.0.0.1~" + id + ".default~default.svc.cluster.local", "cluster": id + ".default"},
+		"admin":             map[string]any{"address": map[string]any{"socket_address": map[string]any{"address": "127.0.0.1", "port_value": admin}}},
+		"dynamic_resources": map[string]any{"ads_config": map[string]any{"api_type": api}},
+		"static_resources":  map[string]any{"clusters": []any{pipe("xds-grpc", xdsSocketRel), pipe("sds-grpc", sdsSocketRel)}},
+	}
+	b, err := json.Marshal(bs)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// Stop stops the stand-ins and the agent (with its group: Envoy under the real binary).
+func (p *Pod) Stop() {
+	for _, s := range p.Stubs {
+		s.Stop(2 * time.Second)
+	}
+	if p.Agent != nil {
+		p.Agent.Stop(5 * time.Second)
+	}
+}
+
+// Failed returns the exit error of the first process of the pod that has exited, or nil.
+func (p *Pod) Failed() error {
+	if p.Agent != nil {
+		if err := p.Agent.ExitError(); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.Stubs {
+		if err := s.ExitError(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Allocs reads the agent child's runtime counters from expvar (/debug/vars): heap objects and
+// bytes allocated since start. ok is false where the agent does not expose them.
+func (p *Pod) Allocs(ctx context.Context) (mallocs, bytes uint64, ok bool) {
+	if p.DebugAddr == "" || p.Binary {
+		return 0, 0, false
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.DebugAddr+"/debug/vars", nil)
+	if err != nil {
+		return 0, 0, false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, false
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Memstats struct{ Mallocs, TotalAlloc uint64 } `json:"memstats"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return 0, 0, false
+	}
+	return v.Memstats.Mallocs, v.Memstats.TotalAlloc, true
+}

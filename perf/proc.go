@@ -1,0 +1,219 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Proc is a child process in a process group of its own. Stop ends the whole group.
+type Proc struct {
+	Name string
+	cmd  *exec.Cmd     // immutable after startProc
+	out  *tailBuffer   // last output lines, for error messages
+	done chan struct{} // closed when the process has been waited for
+	err  error         // set before done is closed
+}
+
+// tailBuffer keeps the last 8 KiB written. Guarded by mu.
+type tailBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > 8<<10 {
+		t.b = append([]byte(nil), t.b[len(t.b)-8<<10:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.TrimSpace(t.b))
+}
+
+// startProc starts bin in dir with env, in a new process group that is also killed if the
+// harness dies (Pdeathsig).
+func startProc(name, dir string, env []string, bin string, args ...string) (*Proc, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Env = dir, env
+	p := &Proc{Name: name, cmd: cmd, out: &tailBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// ExitError describes how the process ended and its last output.
+func (p *Proc) ExitError() error {
+	select {
+	case <-p.done:
+	default:
+		return nil
+	}
+	return fmt.Errorf("%s exited: %v; output: %s", p.Name, p.err, lastLines(p.out.String(), 8))
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// Stop sends SIGTERM to the group, waits up to grace, then SIGKILLs the group. It always
+// leaves no process of the group behind and returns once the leader has been waited for.
+func (p *Proc) Stop(grace time.Duration) {
+	pgid := p.cmd.Process.Pid
+	select {
+	case <-p.done:
+	default:
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+		}
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL) // the rest of the group (Envoy under an agent)
+	<-p.done
+}
+
+// Usage is one reading of a process's memory and CPU.
+type Usage struct {
+	RSSKB, HWMKB int64         // VmRSS, VmHWM
+	CPU          time.Duration // on-CPU time of all threads
+}
+
+// ReadUsage reads /proc/<pid>/status and the per-thread schedstat (nanosecond CPU time), or
+// utime+stime from /proc/<pid>/stat when schedstat is not available.
+func ReadUsage(pid int) (Usage, error) {
+	var u Usage
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, fmt.Errorf("read status of pid %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			u.RSSKB = parseKB(v)
+		case "VmHWM":
+			u.HWMKB = parseKB(v)
+		}
+	}
+	cpu, err := schedCPU(pid)
+	if err != nil {
+		cpu, err = statCPU(pid)
+	}
+	u.CPU = cpu
+	return u, err
+}
+
+func parseKB(v string) int64 {
+	f := strings.Fields(v)
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(f[0], 10, 64)
+	return n
+}
+
+func schedCPU(pid int) (time.Duration, error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		return 0, errors.New("no schedstat")
+	}
+	var total int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread has just exited
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			continue
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse %s: %w", t, err)
+		}
+		total += n
+	}
+	return time.Duration(total), nil
+}
+
+// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+func statCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read stat of pid %d: %w", pid, err)
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
+	if i < 0 {
+		return 0, fmt.Errorf("stat of pid %d: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("stat of pid %d: %d fields", pid, len(f))
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / clockTicks, nil
+}
+
+// ResetPeak resets VmHWM to the current RSS (clear_refs 5), so a later VmHWM is the peak of
+// what follows. It reports whether the kernel allowed it.
+func ResetPeak(pid int) bool {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0) == nil
+}
+
+// sampler polls a process's RSS every interval and keeps the highest value seen, for kernels
+// where ResetPeak is refused. Run it in a goroutine; it returns when ctx is done.
+func samplePeak(ctx context.Context, pid int, every time.Duration) int64 {
+	var peak int64
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if u, err := ReadUsage(pid); err == nil && u.RSSKB > peak {
+			peak = u.RSSKB
+		}
+		select {
+		case <-ctx.Done():
+			return peak
+		case <-t.C:
+		}
+	}
+}
