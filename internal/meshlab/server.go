@@ -1,0 +1,281 @@
+package meshlab
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/wingman-mesh/wingman/internal/testca"
+)
+
+// Server is meshlab: the xDS server, the CA and the folder watcher behind one gRPC port.
+type Server struct {
+	cfg     Config                          // immutable after New
+	token   string                          // immutable after New
+	pki     *servingPKI                     // immutable after New
+	bundle  []byte                          // immutable after New: serving root + CA root
+	ca      *testca.CA                      // safe for concurrent use
+	caches  map[string]*cachev3.LinearCache // immutable map after New; each cache is safe for concurrent use
+	cache   *cachev3.MuxCache               // immutable after New
+	metrics *metrics                        // immutable after New
+
+	loadMu  sync.Mutex // serialises loads; guards version and current
+	version uint64     // guarded by loadMu
+	current *Set       // guarded by loadMu
+
+	nodesMu sync.Mutex       // guards nodes
+	nodes   map[int64]string // guarded by nodesMu: stream id → node id
+}
+
+// New builds the CA and the caches, loads the resources folder (a bad folder is an error at
+// start: there is no last good set to keep serving yet) and writes the agent's files.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	if cfg.ResourcesDir == "" {
+		return nil, errors.New("meshlab: ResourcesDir is required")
+	}
+	s := &Server{cfg: cfg, token: cfg.Token, caches: map[string]*cachev3.LinearCache{}, nodes: map[int64]string{}}
+	if s.token == "" {
+		t, err := randomToken()
+		if err != nil {
+			return nil, err
+		}
+		s.token = t
+	}
+	var err error
+	if s.pki, err = newServingPKI(); err != nil {
+		return nil, err
+	}
+	s.ca, err = testca.New(testca.Config{Token: s.token, TTL: cfg.CertTTL, Clock: cfg.Clock, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("meshlab: CA: %w", err)
+	}
+	s.bundle = append(append([]byte(nil), s.pki.rootPEM...), s.ca.RootPEM()...)
+	s.cache = &cachev3.MuxCache{
+		Classify:      func(r *cachev3.Request) string { return r.GetTypeUrl() },
+		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return r.GetTypeUrl() },
+		Caches:        map[string]cachev3.Cache{},
+	}
+	for _, k := range kinds {
+		c := cachev3.NewLinearCache(k.typeURL)
+		s.caches[k.typeURL] = c
+		s.cache.Caches[k.typeURL] = c
+	}
+	if s.metrics, err = newMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	if res := s.Reload(); res.Err != nil {
+		return nil, res.Err
+	}
+	if cfg.OutputDir != "" {
+		if err := writeAgentFiles(cfg.OutputDir, s.bundle, s.token); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Token is the bearer token callers must present.
+func (s *Server) Token() string { return s.token }
+
+// RootBundlePEM is what the agent trusts for Istiod and the CA (root-cert.pem): meshlab's
+// serving root, then the CA's signing root, the mesh root of the workload certificates.
+func (s *Server) RootBundlePEM() []byte { return append([]byte(nil), s.bundle...) }
+
+// CA is the certificate authority (tests and the demo change its mode or count its requests).
+func (s *Server) CA() *testca.CA { return s.ca }
+
+// Version is the version of the resources being served.
+func (s *Server) Version() uint64 {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	return s.version
+}
+
+// Reload reads the resources folder now. A good set replaces the served one (only resources
+// that changed are pushed); a bad one is rejected and the last good set keeps being served.
+func (s *Server) Reload() LoadResult {
+	s.loadMu.Lock()
+	set, err := LoadDir(s.cfg.ResourcesDir)
+	var res LoadResult
+	if err != nil {
+		res = LoadResult{Version: s.version, Err: err}
+		if s.current != nil {
+			res.Counts = s.current.Counts()
+		}
+	} else {
+		s.apply(set)
+		s.version++
+		s.current = set
+		res = LoadResult{Version: s.version, Counts: set.Counts()}
+	}
+	s.loadMu.Unlock()
+	log := s.cfg.Logger
+	switch {
+	case res.Err != nil && res.Version == 0:
+		log.Error("meshlab: resources rejected", "dir", s.cfg.ResourcesDir, "err", res.Err)
+	case res.Err != nil:
+		log.Error("meshlab: resources rejected; still serving the last good set",
+			"dir", s.cfg.ResourcesDir, "err", res.Err, "version", res.Version, "serving", res.Counts)
+	default:
+		log.Info("meshlab: resources loaded", "dir", s.cfg.ResourcesDir, "version", res.Version,
+			"files", set.Files(), "resources", res.Counts)
+	}
+	s.metrics.load(res.Err == nil)
+	if s.cfg.OnLoad != nil {
+		s.cfg.OnLoad(res)
+	}
+	return res
+}
+
+// apply hands the caches what changed from what they hold. Called with loadMu held.
+func (s *Server) apply(set *Set) {
+	for _, k := range kinds {
+		c := s.caches[k.typeURL]
+		old := c.GetResources()
+		next := set.Resources(k.typeURL)
+		upd := map[string]types.Resource{}
+		var del []string
+		for name, m := range next {
+			if o, ok := old[name]; !ok || !proto.Equal(o, m) {
+				upd[name] = m
+			}
+		}
+		for name := range old {
+			if _, ok := next[name]; !ok {
+				del = append(del, name)
+			}
+		}
+		if len(upd) > 0 || len(del) > 0 {
+			if err := c.UpdateResources(upd, del); err != nil {
+				s.cfg.Logger.Error("meshlab: cache update", "type", k.name, "err", err)
+			}
+		}
+	}
+}
+
+// Serve serves xDS and the CA on lis and watches the resources folder until ctx is done, then
+// stops the server and returns nil. lis is closed on return.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srv := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{s.pki.cert}, MinVersion: tls.VersionTLS12})),
+		grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20),
+		// The agent pings every 30s (GRPC_KEEPALIVE_INTERVAL); grpc's default policy would
+		// answer that with GOAWAY.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.StreamInterceptor(s.authStream),
+	)
+	xds := serverv3.NewServer(ctx, s.cache, s.callbacks())
+	discovery.RegisterAggregatedDiscoveryServiceServer(srv, xds)
+	s.ca.Register(srv)
+
+	var wg sync.WaitGroup
+	watchErr := make(chan error, 1)
+	wg.Go(func() { watchErr <- s.watch(ctx) })
+	serveErr := make(chan error, 1)
+	wg.Go(func() { serveErr <- srv.Serve(lis) })
+	s.cfg.Logger.Info("meshlab: serving xDS and CA", "addr", lis.Addr().String(), "resources", s.cfg.ResourcesDir)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		err = fmt.Errorf("meshlab: serve on %s: %w", lis.Addr(), err)
+		serveErr <- nil
+	case err = <-watchErr:
+		watchErr <- nil
+	}
+	cancel()
+	srv.Stop()
+	wg.Wait()
+	return err
+}
+
+// authStream refuses xDS streams without the bearer token (the CA checks its own).
+func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	md, _ := metadata.FromIncomingContext(ss.Context())
+	if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer "+s.token {
+		s.cfg.Logger.Warn("meshlab: xDS stream refused: missing or wrong bearer token", "method", info.FullMethod)
+		return status.Error(codes.Unauthenticated, "meshlab: missing or wrong bearer token")
+	}
+	return h(srv, ss)
+}
+
+// callbacks log streams and NACKs and report pushes.
+func (s *Server) callbacks() serverv3.CallbackFuncs {
+	setNode := func(id int64, n *core.Node) {
+		if n.GetId() == "" {
+			return
+		}
+		s.nodesMu.Lock()
+		if _, ok := s.nodes[id]; !ok {
+			s.cfg.Logger.Info("meshlab: xDS stream opened", "stream", id, "node", n.GetId())
+		}
+		s.nodes[id] = n.GetId()
+		s.nodesMu.Unlock()
+	}
+	closed := func(id int64, _ *core.Node) {
+		s.nodesMu.Lock()
+		node := s.nodes[id]
+		delete(s.nodes, id)
+		s.nodesMu.Unlock()
+		s.cfg.Logger.Debug("meshlab: xDS stream closed", "stream", id, "node", node)
+	}
+	nodeOf := func(id int64) string {
+		s.nodesMu.Lock()
+		defer s.nodesMu.Unlock()
+		return s.nodes[id]
+	}
+	nack := func(id int64, typeURL string, detail interface{ GetMessage() string }) {
+		s.cfg.Logger.Warn("meshlab: client rejected a response (NACK)", "node", nodeOf(id), "type", typeURL, "detail", detail.GetMessage())
+	}
+	push := func(id int64, typeURL string, n int, delta bool) {
+		s.metrics.push(typeURL)
+		if s.cfg.OnPush != nil {
+			s.cfg.OnPush(Push{TypeURL: typeURL, Node: nodeOf(id), Resources: n, Delta: delta})
+		}
+	}
+	return serverv3.CallbackFuncs{
+		StreamClosedFunc:      closed,
+		DeltaStreamClosedFunc: closed,
+		StreamRequestFunc: func(id int64, r *discovery.DiscoveryRequest) error {
+			setNode(id, r.GetNode())
+			if r.GetErrorDetail() != nil {
+				nack(id, r.GetTypeUrl(), r.GetErrorDetail())
+			}
+			return nil
+		},
+		StreamDeltaRequestFunc: func(id int64, r *discovery.DeltaDiscoveryRequest) error {
+			setNode(id, r.GetNode())
+			if r.GetErrorDetail() != nil {
+				nack(id, r.GetTypeUrl(), r.GetErrorDetail())
+			}
+			return nil
+		},
+		StreamResponseFunc: func(_ context.Context, id int64, _ *discovery.DiscoveryRequest, r *discovery.DiscoveryResponse) {
+			push(id, r.GetTypeUrl(), len(r.GetResources()), false)
+		},
+		StreamDeltaResponseFunc: func(id int64, _ *discovery.DeltaDiscoveryRequest, r *discovery.DeltaDiscoveryResponse) {
+			push(id, r.GetTypeUrl(), len(r.GetResources()), true)
+		},
+	}
+}
