@@ -368,3 +368,33 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestRunsAsProxyUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to switch Envoy to uid 1337")
+	}
+	h := newHarness(t)
+	h.cfg.RunAsProxyUser = true
+	// The stand-in, now uid 1337, must reach its binary and write its record.
+	for _, d := range []string{filepath.Dir(standinPath), filepath.Dir(h.dir), h.dir} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, done := h.start(t, t.Context())
+	b, err := os.ReadFile(filepath.Join(h.dir, "args.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ UID, GID int }
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.UID != ProxyUID || rec.GID != ProxyGID {
+		t.Errorf("envoy ran as %d:%d, want %d:%d", rec.UID, rec.GID, ProxyUID, ProxyGID)
+	}
+	s.Quit()
+	if err := waitDone(t, done); err != nil {
+		t.Fatal(err)
+	}
+}
