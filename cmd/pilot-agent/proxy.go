@@ -129,6 +129,16 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	// Interface discovery (a few netlink round trips) overlaps the config resolution below.
+	identity := make(chan node.Identity, 1)
+	var discovery sync.WaitGroup
+	defer func() { cancel(); discovery.Wait() }()
+	discovery.Go(func() {
+		identity <- node.Discover(ctx, node.Config{
+			Type: nodeType, InstanceIP: env.InstanceIP, PodName: env.PodName, PodNamespace: env.PodNamespace,
+			Domain: pf.domain, ExcludeInterfaces: excludedInterfaces(log),
+		})
+	})
 	a := &agent{flags: pf, root: root, env: env, log: log, shutdown: cancel}
 	if a.settings, err = resolveProxyConfig(a); err != nil {
 		return usageError(sio, "pilot-agent proxy", err)
@@ -144,10 +154,7 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 
 	a.platform = platform.Start(ctx, platform.Config{CloudPlatform: env.CloudPlatform})
 	defer a.platform.Close()
-	a.identity = node.Discover(ctx, node.Config{
-		Type: nodeType, InstanceIP: env.InstanceIP, PodName: env.PodName, PodNamespace: env.PodNamespace,
-		Domain: pf.domain, ExcludeInterfaces: excludedInterfaces(log),
-	})
+	a.identity = <-identity
 	log.Info("proxy role", "ips", a.identity.IPs, "type", nodeType, "id", a.identity.ID, "domain", a.identity.DNSDomain)
 
 	services := partServices(a)
