@@ -61,19 +61,28 @@ func TestStartOrderAndDrainOrder(t *testing.T) {
 	tr := &trace{}
 	started := make(chan string, 8)
 	envoyStop := make(chan struct{})
+	envoyDraining := make(chan struct{})
 	envoy := Service{Name: "envoy", Run: func(ctx context.Context) error {
 		started <- "envoy"
 		<-ctx.Done()
 		tr.add("envoy draining")
+		close(envoyDraining)
 		<-envoyStop // still draining: the kept services must still run
 		tr.add("stop envoy")
 		return nil
 	}}
+	statusStopped := make(chan struct{})
+	status := server(tr, "status", false, started)
+	statusRun := status.Run
+	status.Run = func(ctx context.Context) error {
+		defer close(statusStopped)
+		return statusRun(ctx)
+	}
 	services := []Service{server(tr, "dns", true, started), server(tr, "sds", true, started),
 		server(tr, "xds", true, started), {Name: "grpc-bootstrap", Start: func(context.Context) error {
 			tr.add("start grpc-bootstrap")
 			return nil
-		}}, server(tr, "status", false, started), envoy}
+		}}, status, envoy}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, nil, services) }()
@@ -81,12 +90,11 @@ func TestStartOrderAndDrainOrder(t *testing.T) {
 		<-started
 	}
 	cancel()
-	deadline := time.After(10 * time.Second)
-	for !slices.Contains(tr.get(), "envoy draining") || !slices.Contains(tr.get(), "stop status") {
+	for _, ch := range []chan struct{}{envoyDraining, statusStopped} {
 		select {
-		case <-deadline:
-			t.Fatalf("envoy never drained: %v", tr.get())
-		case <-time.After(time.Millisecond):
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("shutdown did not reach envoy and status: %v", tr.get())
 		}
 	}
 	for _, e := range tr.get() {
