@@ -12,3 +12,6 @@ import (
 func (d *demo) proxyless(context.Context) (string, error) {
 	return "this build has no xDS-enabled gRPC (google.golang.org/grpc/xds is not in go.mod yet; see demo/proxyless.go)", fmt.Errorf("%w", errSkip)
 }
+
+// proxylessBuilt says this build has the proxyless gRPC step.
+const proxylessBuilt = false

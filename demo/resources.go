@@ -20,6 +20,7 @@ type service struct {
 	ClusterIP string // what DNS answers for Host (from the NameTable)
 	Port      int    // where the proxyless server listens on 127.0.0.1
 	Cluster   string // outbound|7070||alpha.demo.svc.cluster.local
+	RouteTo   string // the cluster the client-side route sends to (Cluster unless re-routed)
 }
 
 // mesh is the template input.
@@ -38,6 +39,7 @@ func newMesh(ns, spiffeID string, ports []int) mesh {
 			Name: name, Host: host, ClusterIP: fmt.Sprintf("10.96.0.%d", 10+i), Port: ports[i],
 			Cluster: fmt.Sprintf("outbound|%d||%s", m.ServicePort, host),
 		})
+		m.Services[i].RouteTo = m.Services[i].Cluster
 	}
 	return m
 }
