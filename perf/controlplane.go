@@ -139,7 +139,7 @@ func servingPKI() ([]byte, tls.Certificate, error) {
 	if err != nil {
 		return nil, tls.Certificate{}, fmt.Errorf("control plane: serving key: %w", err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), DNSNames: []string{IstiodName},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), DNSNames: []string{IstiodName, "localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)

@@ -21,6 +21,8 @@ const (
 	Wingman Kind = "wingman"
 	// Reference is perf/refagent in perf/agentchild: decode and re-encode, a connection per stream.
 	Reference Kind = "reference"
+	// Direct is no agent: the stand-in talks to the control plane's plaintext port.
+	Direct Kind = "direct"
 )
 
 // Bins are the executables the harness runs.
@@ -46,8 +48,9 @@ type podSpec struct {
 	api       string        // GRPC or DELTA_GRPC
 	secretTTL time.Duration // 0 → 24h
 	slowMS    int
-	extra     int  // downstreams beyond the first (started by the harness on the agent's socket)
-	pprof     bool // serve pprof/expvar from the agent child (or the binary's status port)
+	extra     int    // downstreams beyond the first (started by the harness on the agent's socket)
+	pprof     bool   // serve pprof/expvar from the agent child (or the binary's status port)
+	cpuProf   string // agentchild writes a CPU profile of its whole run here
 }
 
 // Pod is one agent with its Envoy stand-ins.
@@ -72,7 +75,7 @@ func freePort() (int, error) {
 }
 
 // startPod lays out a pod directory under root, starts the agent and its stand-ins.
-func startPod(root string, bins Bins, cp *ControlPlane, hub *Hub, spec podSpec) (*Pod, error) {
+func startPod(ctx context.Context, root string, bins Bins, cp *ControlPlane, hub *Hub, spec podSpec) (*Pod, error) {
 	dir := filepath.Join(root, spec.id)
 	p := &Pod{ID: spec.id, Dir: dir}
 	for f, b := range map[string][]byte{tokenFile: []byte(Token + "\n"), rootFile: cp.RootPEM} {
@@ -98,6 +101,18 @@ func startPod(root string, bins Bins, cp *ControlPlane, hub *Hub, spec podSpec) 
 	}
 	p.StubIDs = []string{spec.id}
 	p.Started = time.Now()
+	if spec.kind == Direct {
+		if err := writeBootstrap(filepath.Join(dir, bootstrapFile), spec.id, spec.api, admin); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", spec.id, err)
+		}
+		stub, err := startProc("envoystub(direct) "+spec.id, dir, append(stubEnv, "PERF_XDS_ADDR="+cp.PlainAddr()),
+			bins.Stub, "-c", bootstrapFile)
+		if err != nil {
+			return nil, err
+		}
+		p.Stubs = append(p.Stubs, stub)
+		return p, nil
+	}
 	if bins.Agent != "" && spec.kind == Wingman {
 		p.Binary = true
 		status, err := freePort()
@@ -128,11 +143,20 @@ func startPod(root string, bins Bins, cp *ControlPlane, hub *Hub, spec podSpec) 
 			p.DebugAddr = "127.0.0.1:" + strconv.Itoa(port)
 			args = append(args, "-pprof", p.DebugAddr)
 		}
+		if spec.cpuProf != "" {
+			args = append(args, "-cpuprofile", spec.cpuProf)
+		}
 		if err := writeBootstrap(filepath.Join(dir, bootstrapFile), spec.id, spec.api, admin); err != nil {
 			return nil, fmt.Errorf("pod %s: %w", spec.id, err)
 		}
 		if p.Agent, err = startProc("agentchild("+mode+") "+spec.id, dir, nil, bins.Child, args...); err != nil {
 			return nil, err
+		}
+		// Istio's agent starts Envoy once its sockets listen; do the same, so a stand-in never
+		// waits out gRPC's reconnect backoff.
+		if err := waitSockets(ctx, p.Agent, filepath.Join(dir, xdsSocketRel), filepath.Join(dir, sdsSocketRel)); err != nil {
+			p.Stop()
+			return nil, fmt.Errorf("pod %s: %w", spec.id, err)
 		}
 		stub, err := startProc("envoystub "+spec.id, dir, stubEnv, bins.Stub, "-c", bootstrapFile, "--drain-time-s", "1")
 		if err != nil {
@@ -158,6 +182,27 @@ func startPod(root string, bins Bins, cp *ControlPlane, hub *Hub, spec podSpec) 
 		p.StubIDs = append(p.StubIDs, id)
 	}
 	return p, nil
+}
+
+// waitSockets waits until every path exists, the agent exits, or ctx ends.
+func waitSockets(ctx context.Context, agent *Proc, paths ...string) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for _, path := range paths {
+		for {
+			if _, err := os.Stat(path); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for the agent's socket %s: %w", path, context.Cause(ctx))
+			case <-agent.Done():
+				return agent.ExitError()
+			case <-t.C:
+			}
+		}
+	}
+	return nil
 }
 
 // writeBootstrap writes the part of Envoy's bootstrap the stand-in reads, for agents that do

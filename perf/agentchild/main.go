@@ -11,11 +11,13 @@ import (
 	_ "expvar" // runtime counters (allocations) for the harness, on -pprof only
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	_ "net/http/pprof" // profiles for `make pprof`, on -pprof only
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -48,8 +50,20 @@ func run(ctx context.Context, args []string) error {
 	discovery := fs.String("discovery", "", "Istiod host:port (TLS; also the CA)")
 	ttl := fs.Duration("secret-ttl", 24*time.Hour, "workload certificate TTL")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	if *discovery == "" {
 		return errors.New("-discovery is required")
@@ -80,7 +94,8 @@ func run(ctx context.Context, args []string) error {
 			return nil
 		})
 	}
-	m, err := certs.NewManager(certs.Config{Namespace: "default", ServiceAccount: "perf", KeyType: certs.KeyECDSA,
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	m, err := certs.NewManager(certs.Config{Logger: log, Namespace: "default", ServiceAccount: "perf", KeyType: certs.KeyECDSA,
 		SecretTTL: *ttl, CAAddr: *discovery, CARootPath: rootPath, TokenPath: tokenPath,
 		ClusterID: "Kubernetes", SDSSocketPath: sdsSocket})
 	if err != nil {
@@ -90,7 +105,7 @@ func run(ctx context.Context, args []string) error {
 	goRun("sds", certs.NewServer(m).Run)
 	switch *mode {
 	case "mux":
-		p, err := mux.New(mux.Config{SocketPath: xdsSocket, Upstream: mux.UpstreamConfig{Address: *discovery,
+		p, err := mux.New(mux.Config{SocketPath: xdsSocket, Logger: log, Upstream: mux.UpstreamConfig{Address: *discovery,
 			RootCAFile: rootPath, ServerName: "istiod.istio-system.svc", TokenFile: tokenPath,
 			Metadata: map[string]string{"ClusterID": "Kubernetes"}}})
 		if err != nil {

@@ -1,0 +1,101 @@
+package perf
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// Baseline is perf/baseline.json: the ratios and allocation figures of an accepted run. Gates
+// compare only ratios (Wingman / reference, same run) and allocation counts, never times.
+type Baseline struct {
+	// Tolerance is the relative regression allowed (0.25: a ratio may grow by 25%).
+	Tolerance float64 `json:"tolerance"`
+	// Ratios are "scenario.metric" → the accepted Wingman/reference ratio (lower is better).
+	Ratios map[string]float64 `json:"ratios"`
+	// Budgets are "scenario.metric" → Wingman's accepted allocation figure (mallocs or KiB per
+	// forwarded MB).
+	Budgets map[string]float64 `json:"budgets"`
+}
+
+// LoadBaseline reads and checks a baseline file.
+func LoadBaseline(path string) (*Baseline, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("baseline: %w", err)
+	}
+	var base Baseline
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&base); err != nil {
+		return nil, fmt.Errorf("baseline %s: %w", path, err)
+	}
+	if base.Tolerance < 0 || base.Tolerance > 10 {
+		return nil, fmt.Errorf("baseline %s: tolerance %v out of [0, 10]", path, base.Tolerance)
+	}
+	for k, v := range base.Ratios {
+		if v <= 0 {
+			return nil, fmt.Errorf("baseline %s: ratio %s is %v, want > 0", path, k, v)
+		}
+	}
+	for k, v := range base.Budgets {
+		if !strings.Contains(k, "alloc") {
+			return nil, fmt.Errorf("baseline %s: budget %s is not an allocation figure", path, k)
+		}
+		if v <= 0 {
+			return nil, fmt.Errorf("baseline %s: budget %s is %v, want > 0", path, k, v)
+		}
+	}
+	return &base, nil
+}
+
+// scenarioOf is the scenario part of "scenario.metric".
+func scenarioOf(metric string) string { s, _, _ := strings.Cut(metric, "."); return s }
+
+// Check returns one line per regression. A gated figure of a scenario that did not run is
+// skipped; one missing from a scenario that ran is a failure.
+func (b *Baseline) Check(s *Summary) []string {
+	ran := map[string]bool{}
+	for k := range s.Figures {
+		ran[scenarioOf(k)] = true
+	}
+	var fails []string
+	limit := 1 + b.Tolerance
+	for _, k := range sortedKeys(b.Ratios) {
+		if !ran[scenarioOf(k)] {
+			continue
+		}
+		f, ok := s.Figures[k]
+		switch {
+		case !ok || f.Ratio <= 0:
+			fails = append(fails, fmt.Sprintf("%s: no ratio measured", k))
+		case f.Ratio > b.Ratios[k]*limit:
+			fails = append(fails, fmt.Sprintf("%s: ratio %.3f regressed past %.3f × %.2f (wingman %.4g, reference %.4g)",
+				k, f.Ratio, b.Ratios[k], limit, f.Wingman, f.Reference))
+		}
+	}
+	for _, k := range sortedKeys(b.Budgets) {
+		if !ran[scenarioOf(k)] {
+			continue
+		}
+		f, ok := s.Figures[k]
+		switch {
+		case !ok || f.Wingman <= 0:
+			fails = append(fails, fmt.Sprintf("%s: no allocation figure measured", k))
+		case f.Wingman > b.Budgets[k]*limit:
+			fails = append(fails, fmt.Sprintf("%s: %.4g over the budget %.4g × %.2f", k, f.Wingman, b.Budgets[k], limit))
+		}
+	}
+	return fails
+}
+
+func sortedKeys(m map[string]float64) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

@@ -1,0 +1,144 @@
+package perf
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Figure is one metric of one scenario: the medians over runs for each agent, and the median
+// of the per-run ratios Wingman / reference (runs are interleaved, so each ratio compares two
+// measurements taken moments apart).
+type Figure struct {
+	Wingman   float64 `json:"wingman"`
+	Reference float64 `json:"reference"`
+	Direct    float64 `json:"direct,omitempty"`
+	Ratio     float64 `json:"ratio,omitempty"` // 0 when not defined
+}
+
+// Target is one of the issue's targets, checked against what was measured.
+type Target struct {
+	Name     string `json:"name"`
+	Want     string `json:"want"`
+	Got      string `json:"got"`
+	Pass     bool   `json:"pass"`
+	Measured bool   `json:"measured"`
+}
+
+// Summary is what the report and the gate read.
+type Summary struct {
+	Figures map[string]Figure `json:"figures"` // "scenario.metric"
+	Targets []Target          `json:"targets"`
+}
+
+// addedFloorMS keeps ratios of added latency finite when an agent adds next to nothing.
+const addedFloorMS = 0.1
+
+// Summarize aggregates a report: medians per agent, per-run ratios, added latency (through the
+// agent minus direct, in the same run) and the targets.
+func Summarize(rep *Report) *Summary {
+	type key struct {
+		scen, metric string
+		kind         Kind
+	}
+	vals := map[key][]float64{}
+	ratios := map[[2]string][]float64{}
+	byRun := map[string]map[int]map[Kind]map[string]float64{}
+	for _, r := range append(slices.Clone(rep.Results), rep.Dense...) {
+		if byRun[r.Scenario] == nil {
+			byRun[r.Scenario] = map[int]map[Kind]map[string]float64{}
+		}
+		if byRun[r.Scenario][r.Run] == nil {
+			byRun[r.Scenario][r.Run] = map[Kind]map[string]float64{}
+		}
+		byRun[r.Scenario][r.Run][r.Kind] = r.Metrics
+	}
+	for scen, runs := range byRun {
+		for _, kinds := range runs {
+			if d, ok := kinds[Direct]; ok {
+				for _, k := range []Kind{Wingman, Reference} {
+					if m, ok := kinds[k]; ok {
+						m["added_p50_ms"] = m["p50_ms"] - d["p50_ms"]
+						m["added_p99_ms"] = m["p99_ms"] - d["p99_ms"]
+					}
+				}
+			}
+			for k, m := range kinds {
+				for name, v := range m {
+					vals[key{scen, name, k}] = append(vals[key{scen, name, k}], v)
+				}
+			}
+			w, r := kinds[Wingman], kinds[Reference]
+			if w == nil || r == nil {
+				continue
+			}
+			for name, wv := range w {
+				rv, ok := r[name]
+				if strings.HasPrefix(name, "added_") {
+					wv, rv = max(wv, addedFloorMS), max(rv, addedFloorMS)
+				}
+				if ok && rv > 0 {
+					ratios[[2]string{scen, name}] = append(ratios[[2]string{scen, name}], wv/rv)
+				}
+			}
+		}
+	}
+	s := &Summary{Figures: map[string]Figure{}}
+	for k, v := range vals {
+		name := k.scen + "." + k.metric
+		f := s.Figures[name]
+		switch k.kind {
+		case Wingman:
+			f.Wingman = median(v)
+		case Reference:
+			f.Reference = median(v)
+		case Direct:
+			f.Direct = median(v)
+		}
+		s.Figures[name] = f
+	}
+	for k, v := range ratios {
+		name := k[0] + "." + k[1]
+		f := s.Figures[name]
+		f.Ratio = median(v)
+		s.Figures[name] = f
+	}
+	s.Targets = targets(rep, s)
+	return s
+}
+
+func targets(rep *Report, s *Summary) []Target {
+	var out []Target
+	ratio := func(name, metric string, limit float64) {
+		t := Target{Name: name, Want: fmt.Sprintf("≤ %.2f× the reference", limit)}
+		if f, ok := s.Figures[metric]; ok && f.Ratio > 0 {
+			t.Measured, t.Got, t.Pass = true, fmt.Sprintf("%.3f×", f.Ratio), f.Ratio <= limit
+		}
+		out = append(out, t)
+	}
+	abs := func(name, metric, unit string, scale, limit float64) {
+		t := Target{Name: name, Want: fmt.Sprintf("≤ %.1f %s", limit, unit)}
+		if f, ok := s.Figures[metric]; ok && f.Wingman > 0 {
+			v := f.Wingman / scale
+			t.Measured, t.Got, t.Pass = true, fmt.Sprintf("%.1f %s", v, unit), v <= limit
+		}
+		out = append(out, t)
+	}
+	ratio("push latency added by the agent, 4 MB (p50)", "large_4mb.added_p50_ms", 0.5)
+	ratio("agent CPU per forwarded MB (4 MB pushes)", "large_4mb.cpu_ms_per_mb", 0.4)
+	abs("peak RSS above idle during a 10 MB push (1.5 × 10 MiB + 2 MiB)", "large_10mb.peak_above_idle_kb", "MiB", 1024, 17)
+	abs("idle RSS of one agent", "startup.idle_rss_kb", "MiB", 1024, 12)
+	bin := Target{Name: "stripped pilot-agent binary", Want: "≤ 15.0 MiB"}
+	if rep.BinarySize > 0 {
+		v := float64(rep.BinarySize) / (1 << 20)
+		bin.Measured, bin.Got, bin.Pass = true, fmt.Sprintf("%.1f MiB", v), v <= 15
+	}
+	out = append(out, bin)
+	dense := Target{Name: "50 idle agents together", Want: "≤ 600 MiB"}
+	if f, ok := s.Figures["dense.idle_rss_total_kb"]; ok && f.Wingman > 0 {
+		pods := s.Figures["dense.pods"].Wingman
+		v := f.Wingman / 1024 * 50 / pods
+		dense.Measured, dense.Got, dense.Pass = true, fmt.Sprintf("%.0f MiB (%.0f pods measured)", v, pods), v <= 600
+	}
+	return append(out, dense)
+}
