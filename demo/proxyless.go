@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,7 +22,10 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/xds"
+
+	"github.com/wingman-mesh/wingman/internal/meshlab"
 )
 
 // proxyless runs two proxyless gRPC services, alpha and beta, on the gRPC bootstrap the agent
@@ -45,16 +49,7 @@ func (d *demo) proxyless(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%s has no file_watcher certificate provider (OUTPUT_CERTS)", path)
 	}
 
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	clients := map[string]testgrpc.TestServiceClient{}
-	for _, s := range d.mesh.Services {
-		srv, err := d.startService(ctx, &wg, bootstrap, s)
-		if err != nil {
-			return "", err
-		}
-		defer srv.Stop()
-	}
+	// Clients first (they connect lazily): each service's handler uses them to call the other.
 	rb, err := xds.NewXDSResolverWithConfigForTesting(bootstrap)
 	if err != nil {
 		return "", fmt.Errorf("xDS resolver: %w", err)
@@ -63,6 +58,7 @@ func (d *demo) proxyless(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	clients := map[string]testgrpc.TestServiceClient{} // by target service; read-only once built
 	for _, s := range d.mesh.Services {
 		cc, err := grpc.NewClient(d.mesh.target(s), grpc.WithTransportCredentials(creds), grpc.WithResolvers(rb))
 		if err != nil {
@@ -71,6 +67,15 @@ func (d *demo) proxyless(ctx context.Context) (string, error) {
 		defer cc.Close()
 		clients[s.Name] = testgrpc.NewTestServiceClient(cc)
 	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, s := range d.mesh.Services {
+		srv, err := d.startService(ctx, &wg, bootstrap, &echo{name: s.Name, clients: clients})
+		if err != nil {
+			return "", err
+		}
+		defer srv.Stop()
+	}
 
 	var lines []string
 	a, b := d.mesh.Services[0], d.mesh.Services[1]
@@ -78,17 +83,17 @@ func (d *demo) proxyless(ctx context.Context) (string, error) {
 		var r *testpb.SimpleResponse
 		err := d.poll(ctx, 200*time.Millisecond, func() (bool, error) {
 			var err error
-			r, err = d.call(ctx, clients[hop[0].Name], hop[1])
+			r, err = call(ctx, clients[hop[0].Name], hop[1].Name)
 			return err == nil, err
 		})
 		if err != nil {
 			return "", fmt.Errorf("%s → %s: %w", hop[0].Name, hop[1].Name, err)
 		}
-		if r.GetServerId() != hop[1].Name || r.GetUsername() != d.spiffeID || r.GetOauthScope() != d.spiffeID {
-			return "", fmt.Errorf("%s → %s: answered by %q, caller seen as %q, server seen as %q; want %s over mTLS as %s",
-				hop[0].Name, hop[1].Name, r.GetServerId(), r.GetUsername(), r.GetOauthScope(), hop[1].Name, d.spiffeID)
+		if r.GetHostname() != hop[0].Name || r.GetServerId() != hop[1].Name || r.GetUsername() != d.spiffeID || r.GetOauthScope() != d.spiffeID {
+			return "", fmt.Errorf("%s → %s: called from %q, answered by %q, caller seen as %q, server seen as %q; want %s → %s over mTLS as %s",
+				hop[0].Name, hop[1].Name, r.GetHostname(), r.GetServerId(), r.GetUsername(), r.GetOauthScope(), hop[0].Name, hop[1].Name, d.spiffeID)
 		}
-		lines = append(lines, fmt.Sprintf("%s → %s: answered by %s over mTLS (each side saw %s)",
+		lines = append(lines, fmt.Sprintf("%s calls %s: answered by %s over mTLS, each side saw the other as %s",
 			hop[0].Name, d.mesh.target(hop[1]), r.GetServerId(), d.spiffeID))
 	}
 
@@ -102,7 +107,7 @@ func (d *demo) proxyless(ctx context.Context) (string, error) {
 	}
 	start := time.Now()
 	err = d.poll(ctx, 100*time.Millisecond, func() (bool, error) {
-		r, err := d.call(ctx, clients[a.Name], b)
+		r, err := call(ctx, clients[b.Name], "")
 		if err != nil {
 			return false, err
 		}
@@ -116,33 +121,58 @@ func (d *demo) proxyless(ctx context.Context) (string, error) {
 	}
 	lines = append(lines, fmt.Sprintf("route for %s changed in meshlab's folder to %s: calls followed it in %v",
 		d.mesh.target(b), a.Cluster, time.Since(start).Round(time.Millisecond)))
+	var before uint64
+	if d.lab != nil {
+		before = d.lab.Version()
+	}
 	if err := writeResources(filepath.Join(d.root, "meshlab", "resources"), d.mesh); err != nil {
 		return "", err
+	}
+	if d.lab != nil { // the next step counts meshlab's loads: let this one land first
+		if _, err := d.waitLoad(ctx, func(r meshlab.LoadResult) bool { return r.Version > before }); err != nil {
+			return "", fmt.Errorf("meshlab did not reload the restored route: %w", err)
+		}
 	}
 	return "two proxyless gRPC services on the agent's gRPC bootstrap (xds:/// targets, LDS/RDS/CDS/EDS\n" +
 		"through the agent's xDS socket, certificates from OUTPUT_CERTS via file_watcher):\n" + strings.Join(lines, "\n"), nil
 }
 
-// call makes one RPC to target s through c, asking it to report who it is and who called.
-func (d *demo) call(ctx context.Context, c testgrpc.TestServiceClient, s service) (*testpb.SimpleResponse, error) {
+// call makes one RPC through c. With next set, the service that answers calls next and
+// relays its answer (a service calling another); otherwise it answers itself.
+func call(ctx context.Context, c testgrpc.TestServiceClient, next string) (*testpb.SimpleResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var p peer.Peer
-	r, err := c.UnaryCall(ctx, &testpb.SimpleRequest{FillServerId: true, FillUsername: true}, grpc.Peer(&p))
-	if err != nil {
-		return nil, err
+	req := &testpb.SimpleRequest{FillServerId: true, FillUsername: true}
+	if next != "" {
+		req.Payload = &testpb.Payload{Body: []byte(next)}
 	}
-	r.OauthScope = spiffeOf(p.AuthInfo) // the server's identity as the client saw it
-	return r, nil
+	return c.UnaryCall(ctx, req)
 }
 
-// echo answers with its name and the caller's SPIFFE identity ("" without mTLS).
+// echo is a demo service. Immutable after construction.
 type echo struct {
 	testgrpc.UnimplementedTestServiceServer
-	name string
+	name    string
+	clients map[string]testgrpc.TestServiceClient // by target service
 }
 
-func (e *echo) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+// UnaryCall answers with the service's name and the caller's SPIFFE identity ("" without
+// mTLS) or, asked to call another service, calls it and answers with what it saw: the callee's
+// answer (ServerId, Username), the callee's identity (OauthScope) and its own name (Hostname).
+func (e *echo) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	if next := string(req.GetPayload().GetBody()); next != "" {
+		c, ok := e.clients[next]
+		if !ok {
+			return nil, status.Errorf(codes.NotFound, "no service %q", next)
+		}
+		var p peer.Peer
+		r, err := c.UnaryCall(ctx, &testpb.SimpleRequest{FillServerId: true, FillUsername: true}, grpc.Peer(&p))
+		if err != nil {
+			return nil, err
+		}
+		r.OauthScope, r.Hostname = spiffeOf(p.AuthInfo), e.name
+		return r, nil
+	}
 	p, _ := peer.FromContext(ctx)
 	var auth credentials.AuthInfo
 	if p != nil {
@@ -160,7 +190,11 @@ func spiffeOf(a credentials.AuthInfo) string {
 
 // startService starts s's xDS-enabled server and waits until it serves (its inbound listener,
 // with mTLS, came through the agent).
-func (d *demo) startService(ctx context.Context, wg *sync.WaitGroup, bootstrap []byte, s service) (*xds.GRPCServer, error) {
+func (d *demo) startService(ctx context.Context, wg *sync.WaitGroup, bootstrap []byte, e *echo) (*xds.GRPCServer, error) {
+	s, ok := d.serviceByName(e.name)
+	if !ok {
+		return nil, fmt.Errorf("no service %q in the mesh", e.name)
+	}
 	creds, err := xdscreds.NewServerCredentials(xdscreds.ServerOptions{FallbackCreds: insecure.NewCredentials()})
 	if err != nil {
 		return nil, err
@@ -180,7 +214,7 @@ func (d *demo) startService(ctx context.Context, wg *sync.WaitGroup, bootstrap [
 	if err != nil {
 		return nil, fmt.Errorf("xDS server %s: %w", s.Name, err)
 	}
-	testgrpc.RegisterTestServiceServer(srv, &echo{name: s.Name})
+	testgrpc.RegisterTestServiceServer(srv, e)
 	lis, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)))
 	if err != nil {
 		srv.Stop()
@@ -202,3 +236,12 @@ func (d *demo) startService(ctx context.Context, wg *sync.WaitGroup, bootstrap [
 
 // proxylessBuilt says this build has the proxyless gRPC step.
 const proxylessBuilt = true
+
+func (d *demo) serviceByName(name string) (service, bool) {
+	for _, s := range d.mesh.Services {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return service{}, false
+}
