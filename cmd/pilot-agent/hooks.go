@@ -1,74 +1,312 @@
 package main
 
-// HOOK POINTS. The other parts (bootstrap/, certs/, mux/, dns/, status/) plug in here; nothing
-// else in the proxy command needs to change when they do.
+// The wiring: each part of the agent built from the one parsed environment and the effective
+// ProxyConfig, as lifecycle services in Istio's start order.
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
+	"github.com/wingman-mesh/wingman/bootstrap"
+	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
+	"github.com/wingman-mesh/wingman/certs"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
+	"github.com/wingman-mesh/wingman/dns"
+	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/mux"
+	"github.com/wingman-mesh/wingman/status"
 )
 
-// resolveProxyConfig returns the effective ProxyConfig settings the wiring needs.
-// HOOK: replace the placeholder with the bootstrap package's layering (mesh file at
-// a.flags.meshConfig, PROXY_CONFIG, ./etc/istio/pod/annotations) and copy its result into
-// proxySettings.
+const (
+	annotationsFile = "./etc/istio/pod/annotations"
+	sdsSocketDir    = "./var/run/secrets/workload-spiffe-uds"
+	resolvConfPath  = "/etc/resolv.conf"
+)
+
+// processStart is when the agent began, for startup_duration_seconds.
+var processStart = time.Now()
+
+// resolveProxyConfig layers the ProxyConfig as Istio does (defaults, mesh file, PROXY_CONFIG,
+// the proxy.istio.io/config annotation) and keeps it on the agent for the bootstrap.
 func resolveProxyConfig(a *agent) (proxySettings, error) {
-	return placeholderResolveProxyConfig(a.env)
-}
-
-// partServices returns the agent's parts in Istio's start order; Envoy is appended after them.
-// HOOK: the lead plugs, in this order:
-//   - dns/         KeepDuringDrain (when ISTIO_META_DNS_CAPTURE / ENABLE_DNS_SERVER)
-//   - certs/ + SDS KeepDuringDrain; Start binds ./var/run/secrets/workload-spiffe-uds/socket
-//   - mux/         KeepDuringDrain; Start binds ./etc/istio/proxy/XDS and dials istiod
-//   - gRPC bootstrap: Start only, writes a.env.GRPCXDSBootstrap
-//   - status/      not kept (stops listening as soon as shutdown begins); /quitquitquit calls
-//     a.envoy.Quit() then a.shutdown(), /drain calls a.envoy.Drain(ctx)
-func partServices(a *agent) []lifecycle.Service {
-	_ = a
-	return nil
-}
-
-// writeBootstrap renders Envoy's bootstrap at path (passed to Envoy with -c).
-// HOOK: replace writePlaceholderBootstrap with the bootstrap package's renderer.
-func writeBootstrap(a *agent, path string) error {
-	return writePlaceholderBootstrap(a, path)
-}
-
-// writePlaceholderBootstrap is a PLACEHOLDER: a minimal but valid Envoy bootstrap (node identity
-// and the admin listener, nothing else), used only until the bootstrap package is wired in.
-func writePlaceholderBootstrap(a *agent, path string) error {
-	type socketAddress struct {
-		Address   string `json:"address"`
-		PortValue int    `json:"port_value"`
-	}
-	var bs struct {
-		Node struct {
-			ID      string `json:"id"`
-			Cluster string `json:"cluster"`
-		} `json:"node"`
-		Admin struct {
-			Address struct {
-				SocketAddress socketAddress `json:"socket_address"`
-			} `json:"address"`
-		} `json:"admin"`
-	}
-	bs.Node.ID = a.identity.NodeID()
-	bs.Node.Cluster = a.settings.ServiceCluster
-	bs.Admin.Address.SocketAddress = socketAddress{Address: a.adminHost(), PortValue: a.settings.ProxyAdminPort}
-	b, err := json.Marshal(&bs)
+	pc, err := proxyconfig.Load(proxyconfig.Sources{MeshConfigFile: a.flags.meshConfig,
+		ProxyConfigEnv: a.env.ProxyConfig, AnnotationsFile: annotationsFile, Logger: a.log})
 	if err != nil {
-		return fmt.Errorf("encoding placeholder bootstrap: %w", err)
+		return proxySettings{}, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("writing bootstrap: %w", err)
+	a.proxyConfig = pc
+	return settingsOf(pc), nil
+}
+
+// settingsOf extracts what the CLI wiring itself needs from the effective ProxyConfig.
+func settingsOf(pc *meshv1alpha1.ProxyConfig) proxySettings {
+	s := defaultSettings()
+	s.BinaryPath, s.ConfigPath, s.DiscoveryAddress = pc.GetBinaryPath(), pc.GetConfigPath(), pc.GetDiscoveryAddress()
+	s.ControlPlaneAuthPolicy = pc.GetControlPlaneAuthPolicy().String()
+	s.ServiceCluster = pc.GetServiceCluster()
+	s.ProxyAdminPort, s.StatusPort = int(pc.GetProxyAdminPort()), int(pc.GetStatusPort())
+	if c := pc.GetConcurrency(); c != nil {
+		s.Concurrency, s.ConcurrencySet = int(c.GetValue()), true
 	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		return fmt.Errorf("writing bootstrap: %w", err)
+	if d := pc.GetDrainDuration(); d != nil {
+		s.DrainDuration = d.AsDuration()
 	}
-	return nil
+	if d := pc.GetTerminationDrainDuration(); d != nil {
+		s.TerminationDrainDuration = d.AsDuration()
+	}
+	if d := pc.GetFileFlushInterval(); d != nil {
+		s.FileFlushInterval = d.AsDuration()
+	}
+	s.FileFlushMinSizeKB = int(pc.GetFileFlushMinSizeKb())
+	return s
+}
+
+// partServices builds the agent's parts in Istio's start order: DNS, certificates and SDS, the
+// xDS proxy, the gRPC bootstrap, the status server. Envoy is appended after them by runProxy.
+func partServices(a *agent) ([]lifecycle.Service, error) {
+	env, s := a.env, a.settings
+	reg, prefixed := status.NewAgentRegistry()
+	var services []lifecycle.Service
+
+	var dnsServer *dns.Server
+	if env.DNSCapture || env.EnableDNSServer {
+		var err error
+		dnsServer, err = dns.New(dns.Config{
+			Addr: env.DNSProxyAddr, ResolvConf: resolvConfPath, Namespace: env.PodNamespace,
+			Domain: a.identity.DNSDomain, ForwardTimeout: env.DNSForwardTimeout, ForwardParallel: env.DNSForwardParallel,
+			RespondBeforeSync: os.Getuid() == 0 && strings.HasSuffix(env.DNSProxyAddr, ":53"),
+			AutoAllocate:      env.Meta["DNS_AUTO_ALLOCATE"] == "true",
+			Logger:            a.log.With("part", "dns"), Registerer: reg,
+		})
+		if err != nil {
+			return nil, err
+		}
+		services = append(services, lifecycle.Service{Name: "dns", Run: dnsServer.Run, KeepDuringDrain: true})
+	}
+
+	manager, sds, err := a.certParts(reg)
+	if err != nil {
+		return nil, err
+	}
+	if manager != nil {
+		services = append(services, lifecycle.Service{Name: "certs", Run: manager.Run, KeepDuringDrain: true})
+	}
+	if sds != nil {
+		services = append(services, lifecycle.Service{Name: "sds", Run: sds.Run, KeepDuringDrain: true})
+	}
+
+	proxy, err := a.xdsProxy(reg, manager, dnsServer)
+	if err != nil {
+		return nil, err
+	}
+	xdsSocket := filepath.Join(s.ConfigPath, "XDS")
+	var xdsListener net.Listener
+	services = append(services, lifecycle.Service{
+		Name: "xds-proxy", KeepDuringDrain: true,
+		Start: func(context.Context) (err error) {
+			xdsListener, err = mux.Listen(xdsSocket) // bound before Envoy starts
+			return err
+		},
+		Run: func(ctx context.Context) error { return proxy.Serve(ctx, xdsListener) },
+	})
+
+	if env.GRPCXDSBootstrap != "" {
+		services = append(services, lifecycle.Service{Name: "grpc-bootstrap", Start: func(context.Context) error {
+			return bootstrap.WriteGRPCBootstrap(env.GRPCXDSBootstrap, a.bootstrapConfig(), env.OutputCerts)
+		}})
+	}
+
+	if s.StatusPort != 0 {
+		stCfg := status.Config{
+			Port: s.StatusPort, AdminPort: s.ProxyAdminPort, EnvoyPrometheusPort: env.EnvoyPrometheusPort,
+			NoEnvoy: env.DisableEnvoy, SkipEnvoyStats: !env.MergeEnvoyStats, NodeType: a.identity.Type,
+			AppProbers: env.KubeAppProbers, DisableHTTP2Probing: !env.EnableHTTP2Probing,
+			ProbeKeepAlive: env.EnableProbeKeepalive, PrometheusAnnotations: env.PrometheusAnnotations,
+			MetricsLocalhostOnly: env.MetricsLocalhostAccessOnly, Profiling: a.flags.profiling,
+			GRPCBootstrapPath: env.GRPCXDSBootstrap, CheckGRPCBootstrap: bootstrap.ProbeGRPCBootstrap,
+			Lifecycle: agentLifecycle{a}, Gatherer: reg, Registerer: prefixed, ProcessStart: processStart,
+			Logger: a.log.With("part", "status"),
+		}
+		if len(a.identity.IPs) > 0 {
+			stCfg.ProbeTargetHost = a.identity.IPs[0]
+		}
+		if dnsServer != nil {
+			stCfg.DNSEnabled, stCfg.DNS, stCfg.NDSZ = true, dnsServer, dnsServer.NDSZ
+		}
+		st, err := status.New(stCfg)
+		if err != nil {
+			return nil, err
+		}
+		services = append(services, lifecycle.Service{Name: "status", Run: st.Run})
+	}
+	return services, nil
+}
+
+// certParts builds the secret manager and, unless Envoy is disabled, the SDS server.
+func (a *agent) certParts(reg prometheus.Registerer) (*certs.Manager, *certs.Server, error) {
+	env, s := a.env, a.settings
+	socketFile := env.WorkloadIdentitySocketFile
+	if socketFile == "" {
+		socketFile = "socket"
+	}
+	sdsPath := filepath.Join(sdsSocketDir, socketFile)
+	// Another SDS server (SPIRE) already answering there: serve only file certificates.
+	serveOnlyFiles, err := certs.ProbeSDSSocket(sdsPath, time.Second)
+	if err != nil {
+		a.log.Warn("probing the SDS socket failed", "path", sdsPath, "error", err)
+	}
+	a.serveOnlyFiles = serveOnlyFiles
+	caAddr := env.CAAddr
+	if caAddr == "" {
+		caAddr = s.DiscoveryAddress
+	}
+	cfg := certs.Config{
+		TrustDomain: env.TrustDomain, Namespace: env.PodNamespace, ServiceAccount: env.ServiceAccount,
+		RSAKeySize: env.WorkloadRSAKeySize, ECCCurve: env.ECCCurve, PKCS8: env.PKCS8Key,
+		SecretTTL: env.SecretTTL, GracePeriodRatio: env.SecretGracePeriodRatio, GracePeriodRatioJitter: env.SecretGracePeriodRatioJitter,
+		CAAddr: caAddr, IstiodSAN: env.IstiodSAN, ProvCertDir: env.ProvCert, TokenPath: tokenPath,
+		CARootPath: certs.CARootPathFor(certs.CARootSearch{CARootCA: env.CARootCA, PilotCertProvider: env.PilotCertProvider, ProvCert: env.ProvCert}),
+		ClusterID:  env.ClusterID, CAHeaders: env.CAHeaders, CertSigner: env.CertSigner,
+		OutputCertsDir: env.OutputCerts,
+		FileCertDirs:   []string{"./etc/certs", "./var/run/secrets/workload-spiffe-credentials"},
+		FileDebounce:   env.FileDebounceDuration, SDSSocketPath: sdsPath, ServeOnlyFiles: serveOnlyFiles,
+		Logger: a.log, Registerer: reg,
+	}
+	if env.ECCSignatureAlgorithm == "ECDSA" {
+		cfg.KeyType = certs.KeyECDSA
+	}
+	if env.KubernetesServiceHost != "" {
+		cfg.OutputCertsMode = 0o644 // as Istio, on Kubernetes
+	}
+	if env.FileMountedCerts {
+		cfg.CAAddr = "" // certificates only come from files
+	}
+	m, err := certs.NewManager(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if env.DisableEnvoy {
+		return m, nil, nil // as Istio: no SDS server without Envoy; certificates go to OUTPUT_CERTS
+	}
+	return m, certs.NewServer(m), nil
+}
+
+// xdsProxy builds the xDS proxy with its one upstream connection to Istiod.
+func (a *agent) xdsProxy(reg prometheus.Registerer, m *certs.Manager, d *dns.Server) (*mux.Proxy, error) {
+	env, s := a.env, a.settings
+	addr := s.DiscoveryAddress
+	up := mux.UpstreamConfig{
+		Address:   addr,
+		Plaintext: strings.HasSuffix(addr, ":15010") || s.ControlPlaneAuthPolicy == "NONE",
+		TokenFile: tokenPath, KeepaliveTime: env.GRPCKeepaliveInterval, KeepaliveTimeout: env.GRPCKeepaliveTimeout,
+		ServerName: certs.CAServerName(addr, env.IstiodSAN),
+		Metadata:   map[string]string{},
+	}
+	if !up.Plaintext {
+		root, err := xdsRootPath(env)
+		if err != nil {
+			return nil, err
+		}
+		up.RootCAFile = root
+		if m != nil && !env.FileMountedCerts {
+			up.ClientCertificate = m.GetClientCertificate
+		}
+	}
+	if env.ClusterID != "" {
+		up.Metadata["ClusterID"] = env.ClusterID
+	}
+	for k, v := range env.XDSHeaders {
+		up.Metadata[k] = v
+	}
+	agentTypes := map[string]mux.Handler{}
+	if d != nil {
+		agentTypes[fastpath.NameTableType] = func(res [][]byte) error { return d.UpdateNameTable(res[0]) }
+	}
+	return mux.New(mux.Config{
+		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes,
+		Logger: a.log.With("part", "xds-proxy"), Registerer: reg,
+	})
+}
+
+// bootstrapConfig is the bootstrap package's view of the agent.
+func (a *agent) bootstrapConfig() bootstrap.Config {
+	env := a.env
+	c := bootstrap.NewConfig()
+	if a.identity.Type == "router" {
+		c.NodeType = bootstrap.Router
+	}
+	c.IPs, c.PodName, c.PodNamespace = a.identity.IPs, env.PodName, env.PodNamespace
+	c.Domain, c.ServiceAccount, c.ProxyConfig = a.identity.DNSDomain, env.ServiceAccount, a.proxyConfig
+	c.Env = env.Environ
+	c.XDSSocket = filepath.Join(a.settings.ConfigPath, "XDS")
+	if env.WorkloadIdentitySocketFile != "" {
+		c.WorkloadIdentitySocketFile = env.WorkloadIdentitySocketFile
+	}
+	c.EnvoyStatusPort, c.EnvoyPrometheusPort = env.EnvoyStatusPort, env.EnvoyPrometheusPort
+	c.EnvoySecureMetricsPort, c.EnvoySecureMergedMetricsPort = env.EnvoySecureMetricsPort, env.EnvoySecureMergedMetricsPort
+	c.STSPort = a.flags.stsPort
+	c.Delta, c.DualStack, c.MetadataDiscovery = env.DeltaXDS, env.DualStack, env.PeerMetadataDiscovery
+	c.ExitOnZeroActiveConnections, c.EnvoySkipDeprecatedLogs = env.ExitOnZeroActiveConnections, env.EnvoySkipDeprecatedLogs
+	c.StatusPortProxyProtocol, c.LogAsJSON = env.StatusPortProxyProtocol, a.root.asJSON
+	c.FIPS = env.CompliancePolicy == "fips-140-2" || env.CompliancePolicy == "fips-140-3"
+	c.OutlierLogPath, c.IstioVersion = a.flags.outlierLogPath, buildVersion()
+	c.FileCredential = a.serveOnlyFiles
+	c.Logger = a.log.With("part", "bootstrap")
+	return c
+}
+
+// writeBootstrap renders Envoy's bootstrap at path: typed rendering by default, Istio's custom
+// template when ISTIO_BOOTSTRAP or --templateFile names one. (A customConfigFile is handed to
+// Envoy as is: see bootstrapPathFor.)
+func writeBootstrap(a *agent, path string) error {
+	cfg := a.bootstrapConfig()
+	tmpl := a.env.BootstrapTemplate
+	if tmpl == "" {
+		tmpl = a.flags.templateFile
+	}
+	var data []byte
+	var err error
+	if tmpl != "" {
+		data, err = bootstrap.RenderTemplate(cfg, tmpl)
+	} else {
+		data, err = bootstrap.Render(cfg)
+	}
+	if err != nil {
+		return fmt.Errorf("rendering Envoy bootstrap: %w", err)
+	}
+	return bootstrap.WriteFile(path, data, 0o644)
+}
+
+// bootstrapPathFor is the file Envoy starts from: the ProxyConfig's customConfigFile, used as
+// is, or the rendered <configPath>/envoy-rev.json.
+func bootstrapPathFor(a *agent) (path string, render bool) {
+	if f := a.proxyConfig.GetCustomConfigFile(); f != "" {
+		return f, false
+	}
+	return filepath.Join(a.settings.ConfigPath, bootstrapFileName), true
+}
+
+// agentLifecycle is what the status server's /drain and /quitquitquit do.
+type agentLifecycle struct{ a *agent }
+
+func (l agentLifecycle) Drain(ctx context.Context) error {
+	if l.a.envoy == nil {
+		return nil
+	}
+	return l.a.envoy.Drain(ctx)
+}
+
+func (l agentLifecycle) Quit() {
+	if l.a.envoy != nil {
+		l.a.envoy.Quit()
+	}
+	l.a.shutdown()
 }

@@ -2,12 +2,20 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,12 +57,12 @@ type pod struct {
 func newPod(t *testing.T, proxyConfig string, env ...string) *pod {
 	t.Helper()
 	p := &pod{dir: t.TempDir(), ev: make(chan string, 64), admin: freePort(t)}
-	for _, f := range []string{tokenPath, istiodRootPath} {
+	for f, content := range map[string][]byte{tokenPath: []byte("token"), istiodRootPath: testRootPEM(t)} {
 		path := filepath.Join(p.dir, f)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
+		if err := os.WriteFile(path, content, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -64,9 +72,13 @@ func newPod(t *testing.T, proxyConfig string, env ...string) *pod {
 	}))
 	t.Cleanup(srv.Close)
 	if proxyConfig == "" {
-		proxyConfig = fmt.Sprintf(`{"binaryPath": %q, "proxyAdminPort": %d}`, standinBin, p.admin)
+		// Nothing listens at the discovery address: the agent dials it in the background and
+		// Envoy's lifecycle does not wait for it, as in Istio.
+		proxyConfig = fmt.Sprintf(`{"binaryPath": %q, "proxyAdminPort": %d, "statusPort": %d, "discoveryAddress": "127.0.0.1:1"}`,
+			standinBin, p.admin, freePort(t))
 	}
-	p.env = append([]string{"PROXY_CONFIG=" + proxyConfig, "POD_NAME=app-7d9", "POD_NAMESPACE=default",
+	p.env = append([]string{"PROXY_CONFIG=" + proxyConfig, "POD_NAME=app-7d9", "POD_NAMESPACE=default", "SERVICE_ACCOUNT=default",
+		"ECC_SIGNATURE_ALGORITHM=ECDSA",
 		"INSTANCE_IP=10.0.0.5", "STANDIN_NOTIFY=" + srv.URL, "STANDIN_ARGS_FILE=" + filepath.Join(p.dir, "args.json"),
 		"CLOUD_PLATFORM=none", "PATH=" + os.Getenv("PATH")}, env...)
 	return p
@@ -207,6 +219,7 @@ func TestMissingTokenOrRoot(t *testing.T) {
 	p := newPod(t, "", "FILE_MOUNTED_CERTS=true", "XDS_ROOT_CA=SYSTEM", "STANDIN_EXIT_CODE=0")
 	os.Remove(filepath.Join(p.dir, tokenPath))
 	os.Remove(filepath.Join(p.dir, istiodRootPath))
+	writeFileCerts(t, filepath.Join(p.dir, "etc/certs"))
 	if code, _, stderr := p.run(t, "proxy"); code != 0 {
 		t.Errorf("file-mounted: exit %d, stderr %q", code, stderr)
 	}
@@ -259,8 +272,8 @@ func TestProxyLifecycle(t *testing.T) {
 
 func TestSecondSignalStopsAtOnce(t *testing.T) {
 	p := newPod(t, "")
-	p.env[0] = fmt.Sprintf(`PROXY_CONFIG={"binaryPath": %q, "proxyAdminPort": %d, "terminationDrainDuration": "1h"}`,
-		standinBin, p.admin)
+	p.env[0] = fmt.Sprintf(`PROXY_CONFIG={"binaryPath": %q, "proxyAdminPort": %d, "statusPort": %d, "discoveryAddress": "127.0.0.1:1", "terminationDrainDuration": "3600s"}`,
+		standinBin, p.admin, freePort(t))
 	c, _, errb := p.cmd(t, "proxy", "router")
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -430,4 +443,52 @@ func TestStartupLatency(t *testing.T) {
 	t.Logf("process start -> envoy exec'd with bootstrap written: median %v (min %v, max %v, n=%d); "+
 		"stand-in exec'd directly: median %v; agent's share: %v",
 		runs[len(runs)/2], runs[0], runs[len(runs)-1], len(runs), base[len(base)/2], runs[len(runs)/2]-base[len(base)/2])
+}
+
+// testRootPEM is a self-signed CA certificate, so the agent's TLS set-up accepts the root file.
+func testRootPEM(t *testing.T) []byte {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "root"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// writeFileCerts writes a file-mounted workload certificate set (Istio's ./etc/certs layout).
+func writeFileCerts(t *testing.T, dir string) {
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "root"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	id, _ := url.Parse("spiffe://cluster.local/ns/default/sa/default")
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), URIs: []*url.URL{id},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{
+		"cert-chain.pem": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		"key.pem":        pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		"root-cert.pem":  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

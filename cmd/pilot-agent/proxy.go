@@ -8,12 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
+
 	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/spf13/pflag"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/node"
@@ -68,15 +69,18 @@ var validNodeTypes = []string{"sidecar", "router", "waypoint", "ztunnel", "agent
 
 // agent is what the proxy command resolved before starting anything. Immutable once built.
 type agent struct {
-	flags         *proxyFlags
-	root          *rootFlags
-	env           *options.Env
-	settings      proxySettings
-	identity      node.Identity
-	platform      *platform.Detection
-	envoy         *supervisor.Supervisor // nil with DISABLE_ENVOY
-	bootstrapPath string
-	log           *slog.Logger
+	flags           *proxyFlags
+	root            *rootFlags
+	env             *options.Env
+	settings        proxySettings
+	identity        node.Identity
+	platform        *platform.Detection
+	envoy           *supervisor.Supervisor // nil with DISABLE_ENVOY
+	bootstrapPath   string
+	proxyConfig     *meshv1alpha1.ProxyConfig // the effective ProxyConfig
+	serveOnlyFiles  bool                      // another SDS server owns the socket (SPIRE)
+	renderBootstrap bool                      // the bootstrap is rendered (not a customConfigFile)
+	log             *slog.Logger
 	// shutdown begins a graceful shutdown, as SIGTERM does.
 	shutdown context.CancelFunc
 }
@@ -157,17 +161,20 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 	a.identity = <-identity
 	log.Info("proxy role", "ips", a.identity.IPs, "type", nodeType, "id", a.identity.ID, "domain", a.identity.DNSDomain)
 
-	services := partServices(a)
+	services, err := partServices(a)
+	if err != nil {
+		return usageError(sio, "pilot-agent proxy", err)
+	}
 	if !env.DisableEnvoy {
-		a.bootstrapPath = filepath.Join(a.settings.ConfigPath, bootstrapFileName)
+		a.bootstrapPath, a.renderBootstrap = bootstrapPathFor(a)
 		if a.envoy, err = supervisor.New(a.supervisorConfig(nodeType, sio)); err != nil {
 			return usageError(sio, "pilot-agent proxy", err)
 		}
-		services = append(services, lifecycle.Service{
-			Name:  "envoy",
-			Start: func(context.Context) error { return writeBootstrap(a, a.bootstrapPath) },
-			Run:   a.envoy.Run,
-		})
+		start := func(context.Context) error { return writeBootstrap(a, a.bootstrapPath) }
+		if !a.renderBootstrap {
+			start = nil
+		}
+		services = append(services, lifecycle.Service{Name: "envoy", Start: start, Run: a.envoy.Run})
 	}
 
 	// First SIGTERM/SIGINT: graceful shutdown. A second one cuts Envoy's drain short (Istio
@@ -234,7 +241,7 @@ func (a *agent) supervisorConfig(nodeType string, sio stdio) supervisor.Config {
 	return supervisor.Config{
 		BinaryPath:                  s.BinaryPath,
 		BootstrapPath:               a.bootstrapPath,
-		RemoveBootstrapOnExit:       true,
+		RemoveBootstrapOnExit:       a.renderBootstrap, // never delete a user's customConfigFile
 		DrainDuration:               s.DrainDuration,
 		NodeIPs:                     a.identity.IPs,
 		FileFlushInterval:           s.FileFlushInterval,
