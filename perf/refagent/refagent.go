@@ -15,7 +15,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
@@ -108,7 +107,9 @@ func (p *Proxy) dial(ctx context.Context) (*grpc.ClientConn, context.Context, er
 }
 
 // pipe copies decoded messages down→up (requests Q) and up→down (responses R) until either
-// side ends.
+// side ends, then cancels the upstream stream and returns. As in Istio's agent, the copying
+// goroutines are not waited for: one may be blocked in the downstream Recv or Send, which only
+// return once the handler has returned and gRPC has ended the stream; each exits right after.
 func pipe[Q, R any](down interface {
 	Send(*R) error
 	Recv() (*Q, error)
@@ -117,8 +118,7 @@ func pipe[Q, R any](down interface {
 	Recv() (*R, error)
 }, cancel context.CancelFunc) error {
 	errc := make(chan error, 2)
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	go func() {
 		for {
 			req, err := down.Recv()
 			if err != nil {
@@ -130,8 +130,8 @@ func pipe[Q, R any](down interface {
 				return
 			}
 		}
-	})
-	wg.Go(func() {
+	}()
+	go func() {
 		for {
 			resp, err := up.Recv()
 			if err != nil {
@@ -143,10 +143,9 @@ func pipe[Q, R any](down interface {
 				return
 			}
 		}
-	})
+	}()
 	err := <-errc
 	cancel()
-	wg.Wait()
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
