@@ -247,13 +247,13 @@ func (d *demo) build(ctx context.Context) (string, error) {
 
 // startLab renders the mesh's resources and starts meshlab in this process.
 func (d *demo) startLab(ctx context.Context, wg *sync.WaitGroup) (string, error) {
-	ports, err := freePorts(7)
+	ports, err := freePorts(8)
 	if err != nil {
 		return "", err
 	}
 	d.ports.status, d.ports.admin, d.ports.dns, d.ports.envoyStatus, d.ports.envoyProm = ports[0], ports[1], ports[2], ports[3], ports[4]
 	d.spiffeID = "spiffe://" + trustDomain + "/ns/" + namespace + "/sa/" + serviceAccount
-	d.mesh = newMesh(namespace, d.spiffeID, ports[5:7])
+	d.mesh = newMesh(namespace, d.spiffeID, ports[5:8])
 	resDir := filepath.Join(d.root, "meshlab", "resources")
 	if err := writeResources(resDir, d.mesh); err != nil {
 		return "", err

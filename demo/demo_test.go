@@ -3,10 +3,15 @@ package main
 import (
 	"bytes"
 	"errors"
+	"slices"
+	"sort"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/meshlab"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,6 +44,41 @@ func TestDemo(t *testing.T) {
 		ok := o.Status == "ok" || (o.Step == "proxyless grpc" && o.Status == "skip" && !proxylessBuilt)
 		if !ok {
 			t.Errorf("step %q: %s %s", o.Step, o.Status, o.Detail)
+		}
+	}
+}
+
+// TestResources: the demo's resource templates render to a folder meshlab accepts, with the
+// expected resources for each kind of client.
+func TestResources(t *testing.T) {
+	dir := t.TempDir()
+	m := newMesh(namespace, "spiffe://cluster.local/ns/demo/sa/demo-sa", []int{7001, 7002, 7003})
+	if err := writeResources(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	set, err := meshlab.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		aud       meshlab.Audience
+		typeURL   string
+		wantNames []string
+	}{
+		{meshlab.GRPC, fastpath.ListenerType, []string{"alpha.demo.svc.cluster.local:7070", "beta.demo.svc.cluster.local:7070",
+			"xds.istio.io/grpc/lds/inbound/127.0.0.1:7001", "xds.istio.io/grpc/lds/inbound/127.0.0.1:7002"}},
+		{meshlab.Envoy, fastpath.ListenerType, []string{"127.0.0.1_7003"}},
+		{meshlab.Envoy, fastpath.ClusterType, []string{"outbound|7070||alpha.demo.svc.cluster.local", "outbound|7070||beta.demo.svc.cluster.local"}},
+		{meshlab.GRPC, fastpath.EndpointType, []string{"outbound|7070||alpha.demo.svc.cluster.local", "outbound|7070||beta.demo.svc.cluster.local"}},
+		{meshlab.Envoy, fastpath.NameTableType, []string{""}},
+	} {
+		var got []string
+		for name := range set.Resources(tc.aud, tc.typeURL) {
+			got = append(got, name)
+		}
+		sort.Strings(got)
+		if !slices.Equal(got, tc.wantNames) {
+			t.Errorf("%s %s: got %q, want %q", tc.aud, tc.typeURL, got, tc.wantNames)
 		}
 	}
 }

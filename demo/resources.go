@@ -27,12 +27,14 @@ type service struct {
 type mesh struct {
 	Namespace   string
 	ServicePort int // the port in the xds:/// target names
+	EnvoyPort   int // where Envoy's one listener listens (a real Envoy binds it)
 	SpiffeID    string
 	Services    []service
 }
 
+// newMesh lays out the mesh; ports are alpha's, beta's and Envoy's listener's.
 func newMesh(ns, spiffeID string, ports []int) mesh {
-	m := mesh{Namespace: ns, ServicePort: 7070, SpiffeID: spiffeID}
+	m := mesh{Namespace: ns, ServicePort: 7070, SpiffeID: spiffeID, EnvoyPort: ports[2]}
 	for i, name := range []string{"alpha", "beta"} {
 		host := name + "." + ns + ".svc.cluster.local"
 		m.Services = append(m.Services, service{

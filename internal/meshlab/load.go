@@ -16,11 +16,29 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// Audience says which clients a resource is served to, as Istiod picks a generator by the
+// node's GENERATOR metadata: proxyless gRPC clients set GENERATOR=grpc, Envoy does not.
+type Audience string
+
+// The audiences. A document's optional "clients" field names one; without it the resource is
+// served to both.
+const (
+	AllClients Audience = ""
+	Envoy      Audience = "envoy"
+	GRPC       Audience = "grpc"
+)
+
+// audiences are the caches a resource can land in.
+var audiences = []Audience{Envoy, GRPC}
+
+func (a Audience) includes(b Audience) bool { return a == AllClients || a == b }
+
 // Resource is one decoded resource document.
 type Resource struct {
 	Kind    string // "Cluster", "NameTable", ...
 	TypeURL string
 	Name    string // "" for singletons (NameTable, ProxyConfig)
+	Clients Audience
 	File    string // the file it came from
 	Doc     int    // 1-based document number within the file
 	Msg     proto.Message
@@ -58,20 +76,25 @@ func (e *FileError) Error() string {
 
 func (e *FileError) Unwrap() error { return e.Err }
 
-// Set is a complete set of resources: type URL → name → message. Immutable once built.
+// Set is a complete set of resources: audience → type URL → name → message. Immutable once
+// built.
 type Set struct {
-	byType map[string]map[string]proto.Message
+	byAud  map[Audience]map[string]map[string]proto.Message
+	counts map[string]int // type URL → resources defined (one per document)
 	files  int
 }
 
-// Resources returns the resources of one type URL (callers must not modify the map).
-func (s *Set) Resources(typeURL string) map[string]proto.Message { return s.byType[typeURL] }
+// Resources returns what one audience is served of one type URL (callers must not modify the
+// map).
+func (s *Set) Resources(a Audience, typeURL string) map[string]proto.Message {
+	return s.byAud[a][typeURL]
+}
 
 // Counts returns "Kind=n" for each kind present, in a fixed order, for logs.
 func (s *Set) Counts() string {
 	var parts []string
 	for _, k := range kinds {
-		if n := len(s.byType[k.typeURL]); n > 0 {
+		if n := s.counts[k.typeURL]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", k.name, n))
 		}
 	}
@@ -104,8 +127,8 @@ func LoadDir(dir string) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("meshlab: read resources dir: %w", err)
 	}
-	set := &Set{byType: map[string]map[string]proto.Message{}}
-	where := map[string]string{} // typeURL + "\x00" + name → file, for duplicate errors
+	set := &Set{byAud: map[Audience]map[string]map[string]proto.Message{}, counts: map[string]int{}}
+	where := map[string]string{} // audience, typeURL and name → file, for duplicate errors
 	for _, e := range entries {
 		if e.IsDir() || !resourceFile(e.Name()) {
 			continue
@@ -121,31 +144,52 @@ func LoadDir(dir string) (*Set, error) {
 		}
 		set.files++
 		for _, r := range res {
-			key := r.TypeURL + "\x00" + r.Name
-			if first, dup := where[key]; dup {
-				what := fmt.Sprintf("%s %q", r.Kind, r.Name)
-				if r.Name == "" {
-					what = "a " + r.Kind + " (only one is allowed)"
-				}
-				return nil, &FileError{File: r.File, Doc: r.Doc, Kind: r.Kind, Err: fmt.Errorf("%s is already defined in %s", what, first)}
+			if err := set.add(r, where); err != nil {
+				return nil, err
 			}
-			where[key] = fmt.Sprintf("%s document %d", r.File, r.Doc)
-			m := set.byType[r.TypeURL]
-			if m == nil {
-				m = map[string]proto.Message{}
-				set.byType[r.TypeURL] = m
-			}
-			m[r.Name] = r.Msg
 		}
 	}
 	return set, nil
 }
 
+// add puts r in the audiences it is for, refusing a name already taken there.
+func (s *Set) add(r Resource, where map[string]string) error {
+	for _, a := range audiences {
+		if !r.Clients.includes(a) {
+			continue
+		}
+		key := string(a) + "\x00" + r.TypeURL + "\x00" + r.Name
+		if first, dup := where[key]; dup {
+			what := fmt.Sprintf("%s %q", r.Kind, r.Name)
+			if r.Name == "" {
+				what = "a " + r.Kind + " (only one is allowed)"
+			}
+			return &FileError{File: r.File, Doc: r.Doc, Kind: r.Kind,
+				Err: fmt.Errorf("%s for %s clients is already defined in %s", what, a, first)}
+		}
+		where[key] = fmt.Sprintf("%s document %d", r.File, r.Doc)
+		byType := s.byAud[a]
+		if byType == nil {
+			byType = map[string]map[string]proto.Message{}
+			s.byAud[a] = byType
+		}
+		m := byType[r.TypeURL]
+		if m == nil {
+			m = map[string]proto.Message{}
+			byType[r.TypeURL] = m
+		}
+		m[r.Name] = r.Msg
+	}
+	s.counts[r.TypeURL]++
+	return nil
+}
+
 // ParseFile decodes the YAML or JSON documents of one file (separated by "---" lines). Each
 // document names its type with "kind" (Listener, RouteConfiguration, Cluster,
 // ClusterLoadAssignment, Secret, ExtensionConfig, NameTable, ProxyConfig) or with "@type" (a
-// type URL, as in an Any); the other fields are the message in protojson form (proto or JSON
-// field names). Unknown fields are errors. name is used in errors only.
+// type URL, as in an Any), and may say which clients it is for with "clients: envoy" or
+// "clients: grpc" (default both); the other fields are the message in protojson form (proto or
+// JSON field names). Unknown fields are errors. name is used in errors only.
 func ParseFile(name string, data []byte) ([]Resource, error) {
 	var out []Resource
 	for i, d := range splitDocs(data) {
@@ -210,8 +254,13 @@ func parseDoc(file string, n int, d rawDoc) (*Resource, error) {
 	if err != nil {
 		return nil, fail("", "", err)
 	}
+	aud, err := docAudience(obj)
+	if err != nil {
+		return nil, fail(k.name, "clients", err)
+	}
 	delete(obj, "kind")
 	delete(obj, "@type")
+	delete(obj, "clients")
 	body, err := json.Marshal(obj)
 	if err != nil {
 		return nil, fail(k.name, "", err)
@@ -224,7 +273,7 @@ func parseDoc(file string, n int, d rawDoc) (*Resource, error) {
 		}
 		return nil, fail(k.name, field, ferr)
 	}
-	r := &Resource{Kind: k.name, TypeURL: k.typeURL, File: file, Doc: n, Msg: msg.Interface()}
+	r := &Resource{Kind: k.name, TypeURL: k.typeURL, Clients: aud, File: file, Doc: n, Msg: msg.Interface()}
 	if k.nameField != "" {
 		fd := msg.Descriptor().Fields().ByName(k.nameField)
 		r.Name = msg.Get(fd).String()
@@ -260,4 +309,17 @@ func docKind(obj map[string]any) (kind, error) {
 		return k, nil
 	}
 	return kind{}, fmt.Errorf(`no "kind" or "@type" field (kind is one of %s)`, strings.Join(slices.Clone(kindNames()), ", "))
+}
+
+// docAudience reads the optional "clients" field.
+func docAudience(obj map[string]any) (Audience, error) {
+	v, ok := obj["clients"]
+	if !ok {
+		return AllClients, nil
+	}
+	switch s, _ := v.(string); Audience(s) {
+	case Envoy, GRPC:
+		return Audience(s), nil
+	}
+	return "", fmt.Errorf("%v: want %q or %q (or no clients field, for both)", v, Envoy, GRPC)
 }

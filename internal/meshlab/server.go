@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +33,7 @@ type Server struct {
 	pki     *servingPKI                     // immutable after New
 	bundle  []byte                          // immutable after New: serving root + CA root
 	ca      *testca.CA                      // safe for concurrent use
-	caches  map[string]*cachev3.LinearCache // immutable map after New; each cache is safe for concurrent use
+	caches  map[string]*cachev3.LinearCache // by cacheKey; immutable map after New; each cache is safe for concurrent use
 	cache   *cachev3.MuxCache               // immutable after New
 	metrics *metrics                        // immutable after New
 
@@ -68,15 +69,19 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("meshlab: CA: %w", err)
 	}
 	s.bundle = append(append([]byte(nil), s.pki.rootPEM...), s.ca.RootPEM()...)
+	// go-control-plane puts the stream's node on every request, so each request is classified
+	// by its client's audience.
 	s.cache = &cachev3.MuxCache{
-		Classify:      func(r *cachev3.Request) string { return r.GetTypeUrl() },
-		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return r.GetTypeUrl() },
+		Classify:      func(r *cachev3.Request) string { return cacheKey(audienceOf(r.GetNode()), r.GetTypeUrl()) },
+		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return cacheKey(audienceOf(r.GetNode()), r.GetTypeUrl()) },
 		Caches:        map[string]cachev3.Cache{},
 	}
-	for _, k := range kinds {
-		c := cachev3.NewLinearCache(k.typeURL)
-		s.caches[k.typeURL] = c
-		s.cache.Caches[k.typeURL] = c
+	for _, a := range audiences {
+		for _, k := range kinds {
+			c := cachev3.NewLinearCache(k.typeURL)
+			s.caches[cacheKey(a, k.typeURL)] = c
+			s.cache.Caches[cacheKey(a, k.typeURL)] = c
+		}
 	}
 	if s.metrics, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
@@ -145,28 +150,42 @@ func (s *Server) Reload() LoadResult {
 	return res
 }
 
+func cacheKey(a Audience, typeURL string) string { return string(a) + "|" + typeURL }
+
+// audienceOf is the audience of a client: gRPC when its node says GENERATOR=grpc, as Istio's
+// gRPC bootstrap does.
+func audienceOf(n *core.Node) Audience {
+	if n.GetMetadata().GetFields()["GENERATOR"].GetStringValue() == "grpc" {
+		return GRPC
+	}
+	return Envoy
+}
+
 // apply hands the caches what changed from what they hold. Called with loadMu held.
 func (s *Server) apply(set *Set) {
-	for _, k := range kinds {
-		c := s.caches[k.typeURL]
-		old := c.GetResources()
-		next := set.Resources(k.typeURL)
-		upd := map[string]types.Resource{}
-		var del []string
-		for name, m := range next {
-			if o, ok := old[name]; !ok || !proto.Equal(o, m) {
-				upd[name] = m
-			}
+	for key, c := range s.caches {
+		a, typeURL, _ := strings.Cut(key, "|")
+		s.applyOne(c, set.Resources(Audience(a), typeURL), typeURL)
+	}
+}
+
+func (s *Server) applyOne(c *cachev3.LinearCache, next map[string]proto.Message, typeURL string) {
+	old := c.GetResources()
+	upd := map[string]types.Resource{}
+	var del []string
+	for name, m := range next {
+		if o, ok := old[name]; !ok || !proto.Equal(o, m) {
+			upd[name] = m
 		}
-		for name := range old {
-			if _, ok := next[name]; !ok {
-				del = append(del, name)
-			}
+	}
+	for name := range old {
+		if _, ok := next[name]; !ok {
+			del = append(del, name)
 		}
-		if len(upd) > 0 || len(del) > 0 {
-			if err := c.UpdateResources(upd, del); err != nil {
-				s.cfg.Logger.Error("meshlab: cache update", "type", k.name, "err", err)
-			}
+	}
+	if len(upd) > 0 || len(del) > 0 {
+		if err := c.UpdateResources(upd, del); err != nil {
+			s.cfg.Logger.Error("meshlab: cache update", "type", typeURL, "err", err)
 		}
 	}
 }

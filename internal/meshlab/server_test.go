@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 	pb "istio.io/api/security/v1alpha1"
 
 	"github.com/wingman-mesh/wingman/fastpath"
@@ -318,5 +319,61 @@ func TestCA(t *testing.T) {
 	}
 	if md := l.srv.CA().LastMetadata(); len(md.Get("authorization")) != 1 {
 		t.Errorf("CA saw metadata %v", md)
+	}
+}
+
+// TestServeByAudience: "clients: grpc" resources go only to nodes with GENERATOR=grpc and
+// "clients: envoy" ones only to the others, under the same names; the rest go to both.
+func TestServeByAudience(t *testing.T) {
+	l := startLab(t, map[string]string{"c.yaml": `kind: Cluster
+name: shared
+---
+kind: Cluster
+name: svc
+clients: envoy
+connect_timeout: 1s
+---
+kind: Cluster
+name: svc
+clients: grpc
+connect_timeout: 2s
+`})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ads := discovery.NewAggregatedDiscoveryServiceClient(l.dial(t, l.token(t)))
+	grpcNode := &core.Node{Id: "sidecar~10.0.0.1~app.demo~demo.svc.cluster.local", Metadata: &structpb.Struct{
+		Fields: map[string]*structpb.Value{"GENERATOR": structpb.NewStringValue("grpc")}}}
+	for _, tc := range []struct {
+		node *core.Node
+		want time.Duration
+	}{{node, time.Second}, {grpcNode, 2 * time.Second}} {
+		s, err := ads.StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(&discovery.DiscoveryRequest{Node: tc.node, TypeUrl: fastpath.ClusterType}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := clusterTimeouts(t, values(resp.GetResources()))
+		if _, ok := got["shared"]; len(got) != 2 || !ok || got["svc"] != tc.want {
+			t.Errorf("GENERATOR=%q got %v, want shared and svc with timeout %v", tc.node.GetMetadata().GetFields()["GENERATOR"].GetStringValue(), got, tc.want)
+		}
+	}
+}
+
+func TestAudienceErrors(t *testing.T) {
+	_, err := ParseFile("a.yaml", []byte("kind: Cluster\nname: a\nclients: istio\n"))
+	var fe *FileError
+	if !errors.As(err, &fe) || fe.Field != "clients" {
+		t.Errorf("bad clients value: got %v, want a FileError for field clients", err)
+	}
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", "kind: Cluster\nname: a\n---\nkind: Cluster\nname: a\nclients: grpc\n")
+	if _, err := LoadDir(dir); !errors.As(err, &fe) || fe.Doc != 2 {
+		t.Errorf("a name for all clients and again for grpc: got %v, want a duplicate error on document 2", err)
 	}
 }
