@@ -165,6 +165,13 @@ func startPod(ctx context.Context, root string, bins Bins, cp *ControlPlane, hub
 		}
 		p.Stubs = append(p.Stubs, stub)
 	}
+	if spec.extra > 0 && p.Binary {
+		// The extra downstreams read the bootstrap the agent writes and dial its socket.
+		if err := waitSockets(ctx, p.Agent, filepath.Join(dir, bootstrapFile), filepath.Join(dir, xdsSocketRel)); err != nil {
+			p.Stop()
+			return nil, fmt.Errorf("pod %s: %w", spec.id, err)
+		}
+	}
 	for k := range spec.extra {
 		id := fmt.Sprintf("%s-d%d", spec.id, k+1)
 		port, err := freePort()

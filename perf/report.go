@@ -85,7 +85,14 @@ func Markdown(rep *Report, s *Summary, command string) string {
 		if f.Direct != 0 {
 			direct = num(f.Direct)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", sc, metric, num(f.Wingman), num(f.Reference), direct, ratio)
+		w, r := "—", "—"
+		if f.HasWingman {
+			w = num(f.Wingman)
+		}
+		if f.HasReference {
+			r = num(f.Reference)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", sc, metric, w, r, direct, ratio)
 	}
 	fmt.Fprintf(&b, "\n%s\n", glossary)
 	return b.String()

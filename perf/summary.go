@@ -14,6 +14,9 @@ type Figure struct {
 	Reference float64 `json:"reference"`
 	Direct    float64 `json:"direct,omitempty"`
 	Ratio     float64 `json:"ratio,omitempty"` // 0 when not defined
+	// Which agents measured it (a figure may exist for one only, e.g. allocations).
+	HasWingman   bool `json:"-"`
+	HasReference bool `json:"-"`
 }
 
 // Target is one of the issue's targets, checked against what was measured.
@@ -89,9 +92,9 @@ func Summarize(rep *Report) *Summary {
 		f := s.Figures[name]
 		switch k.kind {
 		case Wingman:
-			f.Wingman = median(v)
+			f.Wingman, f.HasWingman = median(v), true
 		case Reference:
-			f.Reference = median(v)
+			f.Reference, f.HasReference = median(v), true
 		case Direct:
 			f.Direct = median(v)
 		}
