@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -182,8 +183,16 @@ func (d *demo) envoyConfig(ctx context.Context) (string, error) {
 		return "", err
 	}
 	c, l := pushes["Cluster"], pushes["Listener"]
-	return fmt.Sprintf("the Envoy stand-in (%s ADS over ./etc/istio/proxy/XDS) accepted %d clusters and %d listeners;\n"+
-		"it got \"default\" and \"ROOTCA\" over SDS (./var/run/secrets/workload-spiffe-uds/socket)", c.Api, c.N, l.N), nil
+	return fmt.Sprintf("the Envoy stand-in (%s ADS over ./etc/istio/proxy/XDS) accepted %s and %s;\n"+
+		"it got \"default\" and \"ROOTCA\" over SDS (./var/run/secrets/workload-spiffe-uds/socket)",
+		c.Api, plural(c.N, "cluster"), plural(l.N, "listener")), nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
 }
 
 func keys[V any](m map[string]V) []string {
@@ -257,37 +266,78 @@ func (d *demo) dns(ctx context.Context) (string, error) {
 	return fmt.Sprintf("the agent's DNS proxy on %s answered from meshlab's NameTable:\n%s", addr, strings.Join(lines, "\n")), nil
 }
 
-// readiness waits for /healthz/ready on the status port to answer 200.
+// readyWatch follows /healthz/ready from the agent's start, so that the account shows it
+// turning ready. Its fields are written by its goroutine before done is closed.
+type readyWatch struct {
+	url     string
+	done    chan struct{}
+	seen    []string      // the distinct non-200 answers, in order
+	readyAt time.Duration // since the agent started
+	err     error
+}
+
+// watchReady starts polling url every 20ms until it answers 200 or ctx ends.
+func (d *demo) watchReady(ctx context.Context) *readyWatch {
+	w := &readyWatch{url: "http://127.0.0.1:" + strconv.Itoa(d.ports.status) + "/healthz/ready", done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		client := &http.Client{Timeout: time.Second}
+		w.err = d.poll(ctx, 20*time.Millisecond, func() (bool, error) {
+			resp, err := client.Get(w.url)
+			if err != nil {
+				w.note("no answer yet (" + shortErr(err) + ")")
+				return false, err
+			}
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				w.readyAt = time.Since(d.agentStart)
+				return true, nil
+			}
+			s := fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+			w.note(s)
+			return false, errors.New(s)
+		})
+	}()
+	return w
+}
+
+func (w *readyWatch) note(s string) {
+	if len(w.seen) == 0 || w.seen[len(w.seen)-1] != s {
+		w.seen = append(w.seen, s)
+	}
+}
+
+func shortErr(err error) string {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return "connection refused"
+	}
+	return err.Error()
+}
+
+// readiness waits for /healthz/ready on the status port to turn 200.
 func (d *demo) readiness(ctx context.Context) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	url := "http://127.0.0.1:" + strconv.Itoa(d.ports.status) + "/healthz/ready"
-	var before []string
-	start := time.Now()
-	err := d.poll(ctx, 100*time.Millisecond, func() (bool, error) {
-		resp, err := http.Get(url)
-		if err != nil {
-			return false, err
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			return true, nil
-		}
-		s := fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
-		if len(before) == 0 || before[len(before)-1] != s {
-			before = append(before, s)
-		}
-		return false, errors.New(s)
-	})
-	if err != nil {
-		return "", fmt.Errorf("%s never answered 200: %w", url, err)
+	w := d.ready
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		return "", ctx.Err()
 	}
-	s := fmt.Sprintf("GET %s → 200 (Envoy's CDS and LDS, the gRPC bootstrap's certificates and the DNS table all in)", url)
-	if len(before) > 0 {
-		s += fmt.Sprintf("\nbefore that it answered: %s", before[0])
+	if w.err != nil {
+		return "", fmt.Errorf("%s never answered 200: %w", w.url, w.err)
 	}
-	_ = start
+	s := fmt.Sprintf("GET %s → 200, %v after the agent started\n(Envoy's CDS and LDS, the gRPC bootstrap's certificates and the DNS table all in)",
+		w.url, w.readyAt.Round(time.Millisecond))
+	for i, b := range w.seen {
+		if len(b) > 110 {
+			b = b[:110] + "…"
+		}
+		if i == 0 {
+			s += "\nbefore that: " + b
+		} else {
+			s += "\n        then " + b
+		}
+	}
 	return s, nil
 }
 

@@ -67,26 +67,28 @@ const (
 // demo is one run. Fields are set in order by Run and read by later steps (one goroutine),
 // except loads, which meshlab's watcher sends on.
 type demo struct {
-	o        Options
-	out      io.Writer
-	root     string // the agent's working directory
-	bin      string // where the demo builds programs
-	repo     string
-	agentBin string
-	envoyBin string
-	standIn  bool
-	ports    struct{ status, admin, dns, envoyStatus, envoyProm int }
-	mesh     mesh
-	spiffeID string
-	certsDir string // OUTPUT_CERTS
-	events   string // the stand-in's event file
-	lab      *meshlab.Server
-	labAddr  string
-	loads    chan meshlab.LoadResult
-	agent    *proc
-	built    []string // binaries the demo built (unique paths: safe to look for left-behind processes)
-	firstCrt certInfo
-	outcomes []Outcome
+	o          Options
+	out        io.Writer
+	root       string // the agent's working directory
+	bin        string // where the demo builds programs
+	repo       string
+	agentBin   string
+	envoyBin   string
+	standIn    bool
+	ports      struct{ status, admin, dns, envoyStatus, envoyProm int }
+	mesh       mesh
+	spiffeID   string
+	certsDir   string // OUTPUT_CERTS
+	events     string // the stand-in's event file
+	lab        *meshlab.Server
+	labAddr    string
+	loads      chan meshlab.LoadResult
+	agent      *proc
+	agentStart time.Time
+	ready      *readyWatch
+	built      []string // binaries the demo built (unique paths: safe to look for left-behind processes)
+	firstCrt   certInfo
+	outcomes   []Outcome
 }
 
 // Run runs every step and returns their outcomes; the error is a *StepError naming the first
@@ -101,8 +103,7 @@ func Run(ctx context.Context, o Options) ([]Outcome, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
+	parent := ctx
 	d := &demo{o: o, out: o.Out, loads: make(chan meshlab.LoadResult, 32)}
 	var err error
 	if d.root, err = os.MkdirTemp("", "wingman-demo-"); err != nil {
@@ -118,14 +119,32 @@ func Run(ctx context.Context, o Options) ([]Outcome, error) {
 		os.RemoveAll(d.root)
 	}()
 
+	fmt.Fprintf(d.out, "wingman demo: a local mesh (meshlab) and pilot-agent proxy sidecar in %s\n\n", d.root)
+	// The build has its own bound (a cold build cache is slow); Timeout is for the demo proper.
+	buildCtx, cancelBuild := context.WithTimeout(parent, 10*time.Minute)
+	detail, err := d.build(buildCtx)
+	cancelBuild()
+	if err != nil {
+		d.record("build", "FAIL", err.Error())
+		fmt.Fprintf(d.out, "\nFAILED: step build: %v\n", err)
+		return d.outcomes, &StepError{"build", err}
+	}
+	d.record("build", "ok", detail)
+
+	ctx, cancel := context.WithTimeout(parent, o.Timeout)
+	defer cancel()
 	labCtx, stopLab := context.WithCancel(ctx)
 	var labWG sync.WaitGroup
-	defer func() {
+	defer func() { // after the agent's stop below (defers run last first)
 		stopLab()
 		labWG.Wait()
 	}()
 	// The agent is stopped by the shutdown step; this is for a run cut short.
 	defer func() {
+		cancel() // ends the readiness watch, if the run stopped before it finished
+		if d.ready != nil {
+			<-d.ready.done
+		}
 		if d.agent != nil && !d.agent.exited() {
 			d.agent.stop(5 * time.Second)
 		}
@@ -138,8 +157,7 @@ func Run(ctx context.Context, o Options) ([]Outcome, error) {
 		name string
 		run  func(context.Context) (string, error)
 	}{
-		{"build", d.build},
-		{"control plane", func(ctx context.Context) (string, error) { return d.startLab(labCtx, &labWG) }},
+		{"control plane", func(context.Context) (string, error) { return d.startLab(labCtx, &labWG) }},
 		{"agent", d.startAgent},
 		{"certificate", d.certificate},
 		{"envoy config", d.envoyConfig},
@@ -150,7 +168,6 @@ func Run(ctx context.Context, o Options) ([]Outcome, error) {
 		{"rotation", d.rotation},
 		{"shutdown", d.shutdown},
 	}
-	fmt.Fprintf(d.out, "wingman demo: a local mesh (meshlab) and pilot-agent proxy sidecar in %s\n\n", d.root)
 	var first error
 	for _, s := range steps {
 		if first != nil {
@@ -339,7 +356,7 @@ func (d *demo) agentEnv() ([]string, error) {
 }
 
 // startAgent starts `pilot-agent proxy sidecar` with cwd = the root.
-func (d *demo) startAgent(context.Context) (string, error) {
+func (d *demo) startAgent(ctx context.Context) (string, error) {
 	env, err := d.agentEnv()
 	if err != nil {
 		return "", err
@@ -352,9 +369,11 @@ func (d *demo) startAgent(context.Context) (string, error) {
 	cmd := exec.Command(d.agentBin, "proxy", "sidecar", "--domain", namespace+".svc.cluster.local",
 		"--proxyLogLevel=warning", "--log_output_level=default:info")
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = d.root, env, logf, logf
+	d.agentStart = time.Now()
 	if d.agent, err = startProc("pilot-agent", cmd); err != nil {
 		return "", err
 	}
+	d.ready = d.watchReady(ctx)
 	return fmt.Sprintf("pilot-agent proxy sidecar (pid %d), cwd %s\n"+
 		"status :%d, DNS :%d, Envoy admin :%d, discovery and CA at %s as %s",
 		d.agent.cmd.Process.Pid, d.root, d.ports.status, d.ports.dns, d.ports.admin, d.labAddr, meshlab.ServerName), nil
