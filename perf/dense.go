@@ -23,11 +23,7 @@ func runDense(ctx context.Context, cfg Config, hub *Hub, k Kind) (res Result, er
 	}
 	defer cp.Close()
 	e := &env{cfg: cfg, cp: cp, hub: hub, dir: dir, kind: k, short: cfg.Short}
-	defer func() {
-		for _, p := range e.pods {
-			p.Stop()
-		}
-	}()
+	defer e.stopAll()
 	if _, _, err := cp.Push(ClusterType, Clusters(50, 50<<10, "init")); err != nil {
 		return res, err
 	}
@@ -40,7 +36,7 @@ func runDense(ctx context.Context, cfg Config, hub *Hub, k Kind) (res Result, er
 			return res, fmt.Errorf("start pod %d: %w", i, err)
 		}
 	}
-	if _, _, err := waitReady(ctx, e, mark, e.pods...); err != nil {
+	if _, _, err := waitReady(ctx, e, mark, e.podList()...); err != nil {
 		if ferr := e.failed(); ferr != nil {
 			err = fmt.Errorf("%w; %v", err, ferr)
 		}
@@ -51,7 +47,7 @@ func runDense(ctx context.Context, cfg Config, hub *Hub, k Kind) (res Result, er
 	}
 	total := func() (Usage, error) {
 		var sum Usage
-		for _, p := range e.pods {
+		for _, p := range e.podList() {
 			u, err := ReadUsage(p.Agent.Pid())
 			if err != nil {
 				return sum, fmt.Errorf("pod %s: %w", p.ID, err)
@@ -75,7 +71,7 @@ func runDense(ctx context.Context, cfg Config, hub *Hub, k Kind) (res Result, er
 		return res, err
 	}
 	var ids []string
-	for _, p := range e.pods {
+	for _, p := range e.podList() {
 		ids = append(ids, p.StubIDs...)
 		ResetPeak(p.Agent.Pid())
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -136,6 +137,7 @@ type env struct {
 	kind  Kind
 	name  string // scenario
 	run   int
+	mu    sync.Mutex // guards pods (the watcher reads it)
 	pods  []*Pod
 	short bool
 }
@@ -147,7 +149,7 @@ func (e *env) start(ctx context.Context, spec podSpec) (*Pod, error) {
 		spec.api = "DELTA_GRPC"
 	}
 	if spec.id == "" {
-		spec.id = fmt.Sprintf("p%d", len(e.pods))
+		spec.id = fmt.Sprintf("p%d", len(e.podList()))
 	}
 	spec.pprof = true
 	if e.cfg.Profile != "" && e.kind == Wingman {
@@ -157,14 +159,30 @@ func (e *env) start(ctx context.Context, spec podSpec) (*Pod, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.mu.Lock()
 	e.pods = append(e.pods, p)
+	e.mu.Unlock()
 	return p, nil
+}
+
+// podList is a snapshot of the pods started so far.
+func (e *env) podList() []*Pod {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.pods)
+}
+
+// stopAll stops every pod of the run.
+func (e *env) stopAll() {
+	for _, p := range e.podList() {
+		p.Stop()
+	}
 }
 
 // outputs is the last output of every process of the run, for error messages.
 func (e *env) outputs() string {
 	var b strings.Builder
-	for _, p := range e.pods {
+	for _, p := range e.podList() {
 		for _, pr := range append([]*Proc{p.Agent}, p.Stubs...) {
 			if pr == nil {
 				continue
@@ -179,7 +197,7 @@ func (e *env) outputs() string {
 
 // failed returns the first pod process that has exited, or nil.
 func (e *env) failed() error {
-	for _, p := range e.pods {
+	for _, p := range e.podList() {
 		if err := p.Failed(); err != nil {
 			return err
 		}
@@ -201,11 +219,7 @@ func runOne(ctx context.Context, cfg Config, hub *Hub, name string, sc scenario,
 	}
 	defer cp.Close()
 	e := &env{cfg: cfg, cp: cp, hub: hub, dir: dir, kind: k, short: cfg.Short, name: name, run: run}
-	defer func() {
-		for _, p := range e.pods {
-			p.Stop()
-		}
-	}()
+	defer e.stopAll()
 	// Watch the pods: a process that exits fails the scenario at once, naming it.
 	wctx, wcancel := context.WithCancelCause(ctx)
 	defer wcancel(nil)

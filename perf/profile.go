@@ -15,7 +15,7 @@ func saveProfiles(ctx context.Context, e *env, dir, name string, run int) error 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for _, p := range e.pods {
+	for _, p := range e.podList() {
 		if p.DebugAddr == "" {
 			continue
 		}

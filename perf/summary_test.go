@@ -1,0 +1,129 @@
+package perf
+
+import (
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sampleReport() *Report {
+	res := func(k Kind, run int, m map[string]float64, lat ...time.Duration) Result {
+		return Result{Scenario: "large_4mb", Kind: k, Run: run, Metrics: m, Latencies: lat}
+	}
+	return &Report{Runs: 2, Results: []Result{
+		res(Wingman, 0, map[string]float64{"p50_ms": 12, "p99_ms": 20, "cpu_ms_per_mb": 1, "mallocs_per_mb": 100}, 12*time.Millisecond, 20*time.Millisecond),
+		res(Reference, 0, map[string]float64{"p50_ms": 30, "p99_ms": 40, "cpu_ms_per_mb": 4, "mallocs_per_mb": 400}, 30*time.Millisecond),
+		res(Direct, 0, map[string]float64{"p50_ms": 10, "p99_ms": 15}, 10*time.Millisecond),
+		res(Reference, 1, map[string]float64{"p50_ms": 20, "p99_ms": 40, "cpu_ms_per_mb": 2, "mallocs_per_mb": 400}, 20*time.Millisecond),
+		res(Wingman, 1, map[string]float64{"p50_ms": 11, "p99_ms": 20, "cpu_ms_per_mb": 1, "mallocs_per_mb": 100}, 11*time.Millisecond),
+		res(Direct, 1, map[string]float64{"p50_ms": 10, "p99_ms": 15}, 10*time.Millisecond),
+	}}
+}
+
+func TestSummarizeRatiosAndAddedLatency(t *testing.T) {
+	s := Summarize(sampleReport())
+	// Per-run ratios 1/4 and 1/2: the median is their mean.
+	if f := s.Figures["large_4mb.cpu_ms_per_mb"]; f.Ratio != 0.375 || f.Wingman != 1 || f.Reference != 3 {
+		t.Errorf("cpu figure %+v, want ratio 0.375, wingman 1, reference 3", f)
+	}
+	// Added latency: run 0 (12-10)/(30-10) = 0.1, run 1 (11-10)/(20-10) = 0.1.
+	if f := s.Figures["large_4mb.added_p50_ms"]; f.Ratio < 0.0999 || f.Ratio > 0.1001 {
+		t.Errorf("added p50 ratio %v, want 0.1", f.Ratio)
+	}
+	if f := s.Figures["large_4mb.p50_ms"]; f.Direct != 10 {
+		t.Errorf("direct p50 %v, want 10", f.Direct)
+	}
+	var cpu Target
+	for _, tg := range s.Targets {
+		if strings.Contains(tg.Name, "CPU") {
+			cpu = tg
+		}
+	}
+	if !cpu.Measured || !cpu.Pass {
+		t.Errorf("CPU target %+v, want measured and met (0.375 ≤ 0.4)", cpu)
+	}
+}
+
+func TestGateFailsOnRegression(t *testing.T) {
+	s := Summarize(sampleReport())
+	base := &Baseline{Tolerance: 0.25, Ratios: map[string]float64{"large_4mb.cpu_ms_per_mb": 0.375},
+		Budgets: map[string]float64{"large_4mb.mallocs_per_mb": 100}}
+	if fails := base.Check(s); len(fails) != 0 {
+		t.Fatalf("unchanged figures fail the gate: %v", fails)
+	}
+	base.Ratios["large_4mb.cpu_ms_per_mb"] = 0.25 // measured 0.375 > 0.25 × 1.25
+	base.Budgets["large_4mb.mallocs_per_mb"] = 70 // measured 100 > 70 × 1.25
+	fails := base.Check(s)
+	if len(fails) != 2 || !strings.Contains(fails[0], "cpu_ms_per_mb") || !strings.Contains(fails[1], "mallocs_per_mb") {
+		t.Errorf("regressions gave %q, want one failure each for the ratio and the budget", fails)
+	}
+	base = &Baseline{Tolerance: 0.25, Ratios: map[string]float64{"large_4mb.idle_rss_kb": 1}}
+	if fails := base.Check(s); len(fails) != 1 || !strings.Contains(fails[0], "no ratio") {
+		t.Errorf("a gated figure missing from a scenario that ran gave %q, want a failure", fails)
+	}
+	base = &Baseline{Ratios: map[string]float64{"dense.idle_rss_total_kb": 1}}
+	if fails := base.Check(s); len(fails) != 0 {
+		t.Errorf("a scenario that did not run gave %q, want it skipped", fails)
+	}
+}
+
+func TestLoadBaselineRejectsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"unknown field":     `{"tolerance": 0.1, "ratio": {}}`,
+		"negative ratio":    `{"ratios": {"a.b": -1}}`,
+		"budget not allocs": `{"budgets": {"large_4mb.p50_ms": 3}}`,
+		"bad tolerance":     `{"tolerance": -1}`,
+		"not json":          `tolerance: 1`,
+	} {
+		path := filepath.Join(dir, "b.json")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadBaseline(path); err == nil {
+			t.Errorf("%s: baseline %s accepted", name, body)
+		}
+	}
+	if _, err := LoadBaseline("baseline.json"); err != nil {
+		t.Errorf("the committed baseline: %v", err)
+	}
+}
+
+func TestReportRendersValidSVGAndTable(t *testing.T) {
+	rep := sampleReport()
+	svg := LatencySVG(rep)
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	lines := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			if err.Error() != "EOF" {
+				t.Fatalf("SVG is not well-formed XML: %v", err)
+			}
+			break
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
+			lines++
+		}
+	}
+	if lines != 3 {
+		t.Errorf("SVG has %d latency curves, want 3 (wingman, reference, direct)", lines)
+	}
+	dir := t.TempDir()
+	path, err := WriteReport(dir, rep, Summarize(rep), "perf -runs 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| large_4mb | cpu_ms_per_mb | 1.000 | 3.000 |  | 0.375 |", "latency.svg", "`perf -runs 2`", "not measured"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
