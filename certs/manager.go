@@ -221,12 +221,13 @@ func (m *Manager) renew(ctx context.Context, key privateKey, trigger time.Time) 
 		return fmt.Errorf("CA response for %s rejected: %w", m.spiffeID, err)
 	}
 	w := m.newWorkload(key, ch)
+	// OUTPUT_CERTS first: whoever learns of the new certificate from SDS finds it on disk too.
+	m.writeOutput(w)
 	if err := m.install(w); err != nil {
 		return err
 	}
 	m.lastLocal.Store(int64(sent.Sub(trigger) + time.Since(got)))
 	m.renewals.Add(1)
-	m.writeOutput(w)
 	return nil
 }
 
