@@ -20,9 +20,16 @@ import (
 	"github.com/wingman-mesh/wingman/internal/meshlab"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
-func run(args []string, stderr io.Writer) int {
+// run is meshlab until ctx is done; it returns the exit code (2 for bad flags, 1 for a bad
+// resources folder or a port in use).
+func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("meshlab", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:15012", "address to serve xDS and the CA on (TLS)")
@@ -71,8 +78,6 @@ func run(args []string, stderr io.Writer) int {
 	if *out != "" {
 		log.Info("meshlab: agent files written", "root", *out, "cert", meshlab.RootCertPath, "token", meshlab.TokenPath)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if err := srv.Serve(ctx, lis); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
