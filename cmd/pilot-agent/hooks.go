@@ -267,6 +267,15 @@ func (a *agent) bootstrapConfig() bootstrap.Config {
 // template when ISTIO_BOOTSTRAP or --templateFile names one. (A customConfigFile is handed to
 // Envoy as is: see bootstrapPathFor.)
 func writeBootstrap(a *agent, path string) error {
+	data, err := renderBootstrap(a)
+	if err != nil {
+		return err
+	}
+	return bootstrap.WriteFile(path, data, 0o644)
+}
+
+// renderBootstrap renders the bootstrap for the agent's environment.
+func renderBootstrap(a *agent) ([]byte, error) {
 	cfg := a.bootstrapConfig()
 	tmpl := a.env.BootstrapTemplate
 	if tmpl == "" {
@@ -280,9 +289,9 @@ func writeBootstrap(a *agent, path string) error {
 		data, err = bootstrap.Render(cfg)
 	}
 	if err != nil {
-		return fmt.Errorf("rendering Envoy bootstrap: %w", err)
+		return nil, fmt.Errorf("rendering Envoy bootstrap: %w", err)
 	}
-	return bootstrap.WriteFile(path, data, 0o644)
+	return data, nil
 }
 
 // bootstrapPathFor is the file Envoy starts from: the ProxyConfig's customConfigFile, used as

@@ -31,6 +31,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	switch name {
 	case "proxy":
 		return runProxy(ctx, rest, environ, sio)
+	case "bootstrap":
+		return runBootstrap(ctx, rest, environ, sio)
 	case "request":
 		return runRequest(ctx, rest, sio)
 	case "wait":

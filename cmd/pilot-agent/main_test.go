@@ -492,3 +492,26 @@ func writeFileCerts(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestBootstrapCommand: `pilot-agent bootstrap` prints what the agent would write, and
+// --validate catches a drifted override (the "Unknown gRPC client cluster" crash loop).
+func TestBootstrapCommand(t *testing.T) {
+	p := newPod(t, "")
+	code, out, stderr := p.run(t, "bootstrap", "--domain", "default.svc.cluster.local")
+	if code != 0 || !strings.Contains(out, "sidecar~10.0.0.5~app-7d9.default~default.svc.cluster.local") {
+		t.Fatalf("exit %d, stderr %q, out %.300s", code, stderr, out)
+	}
+	if code, _, stderr := p.run(t, "bootstrap", "--validate"); code != 0 || !strings.Contains(stderr, "valid") {
+		t.Fatalf("clean bootstrap: exit %d, stderr %q", code, stderr)
+	}
+	override := filepath.Join(p.dir, "override.yaml")
+	if err := os.WriteFile(override, []byte("dynamic_resources:\n  ads_config:\n    grpc_services:\n    - envoy_grpc:\n        cluster_name: xds-grpc-renamed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.env = append(p.env, "ISTIO_BOOTSTRAP_OVERRIDE="+override)
+	code, _, stderr = p.run(t, "bootstrap", "--validate")
+	if code != 1 || !strings.Contains(stderr, "Unknown gRPC client cluster") || !strings.Contains(stderr, "dynamic_resources.ads_config") {
+		t.Fatalf("drifted override: exit %d, stderr %q", code, stderr)
+	}
+	p.nothingStarted(t)
+}
