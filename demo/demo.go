@@ -34,6 +34,9 @@ type Options struct {
 	Timeout time.Duration
 	// Keep leaves the temporary root directory in place (it is always kept after a failure).
 	Keep bool
+	// TempDir is where the root directory is made (default os.TempDir()). Keep it short: the
+	// agent's Unix sockets live under the root, and socket paths are limited to 107 bytes.
+	TempDir string
 	// Out receives the account (nil → discard).
 	Out io.Writer
 }
@@ -106,7 +109,7 @@ func Run(ctx context.Context, o Options) ([]Outcome, error) {
 	parent := ctx
 	d := &demo{o: o, out: o.Out, loads: make(chan meshlab.LoadResult, 32)}
 	var err error
-	if d.root, err = os.MkdirTemp("", "wingman-demo-"); err != nil {
+	if d.root, err = os.MkdirTemp(o.TempDir, "wingman-demo-"); err != nil {
 		return nil, &StepError{"setup", err}
 	}
 	d.bin = filepath.Join(d.root, "bin")

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +25,7 @@ func TestDemo(t *testing.T) {
 		t.Skip("the demo builds and runs the agent; skipped with -short")
 	}
 	var out bytes.Buffer
-	outcomes, err := Run(t.Context(), Options{StandIn: true, CertTTL: 8 * time.Second, Timeout: 100 * time.Second, Out: &out})
+	outcomes, err := Run(t.Context(), Options{StandIn: true, CertTTL: 8 * time.Second, Timeout: 100 * time.Second, Out: &out, TempDir: shortTempDir(t)})
 	var be *BuildError
 	if errors.As(err, &be) && be.Pkg == "./cmd/pilot-agent" {
 		t.Skipf("skipping the demo: the agent binary does not build: %v", be)
@@ -81,4 +83,33 @@ func TestResources(t *testing.T) {
 			t.Errorf("%s %s: got %q, want %q", tc.aud, tc.typeURL, got, tc.wantNames)
 		}
 	}
+}
+
+// TestDemoNamesFailedStep: an "agent" that exits at once fails the certificate step, the
+// error names it, and the shutdown step still runs.
+func TestDemoNamesFailedStep(t *testing.T) {
+	var out bytes.Buffer
+	outcomes, err := Run(t.Context(), Options{Agent: "/bin/false", Envoy: "/bin/true", Timeout: 30 * time.Second, Out: &out, TempDir: shortTempDir(t)})
+	var se *StepError
+	if !errors.As(err, &se) || se.Step != "certificate" {
+		t.Fatalf("got %v, want a StepError for step certificate; account:\n%s", err, out.String())
+	}
+	last := outcomes[len(outcomes)-1]
+	if last.Step != "shutdown" || last.Status != "FAIL" || !strings.Contains(last.Detail, "exited 1") {
+		t.Errorf("shutdown outcome %+v, want a failure reporting exit 1", last)
+	}
+	if !strings.Contains(out.String(), "FAILED: step certificate") {
+		t.Errorf("the account does not name the failed step:\n%s", out.String())
+	}
+}
+
+// shortTempDir is a temporary directory with a short path (t.TempDir's paths, with the test's
+// name, can push the agent's socket paths past the 107-byte limit), removed after the test.
+func shortTempDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "wd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
