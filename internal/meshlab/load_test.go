@@ -10,6 +10,8 @@ import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
+	meshv1 "istio.io/api/mesh/v1alpha1"
+
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/ndspb"
 )
@@ -70,6 +72,13 @@ func TestParseFileGood(t *testing.T) {
 	}
 	if n[0].Name != "" || n[0].Msg.(*ndspb.NameTable).GetTable()["a.demo.svc.cluster.local"].GetIps()[0] != "10.1.0.1" {
 		t.Errorf("name table: %+v", n[0])
+	}
+	pc, err := ParseFile("pc.yaml", []byte("kind: ProxyConfig\nconcurrency: 2\nproxyMetadata: {FOO: bar}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := pc[0].Msg.(*meshv1.ProxyConfig); pc[0].TypeURL != fastpath.ProxyConfigType || m.GetConcurrency().GetValue() != 2 || m.GetProxyMetadata()["FOO"] != "bar" {
+		t.Errorf("proxy config: %+v", pc[0])
 	}
 }
 

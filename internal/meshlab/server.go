@@ -191,7 +191,7 @@ func (s *Server) applyOne(c *cachev3.LinearCache, next map[string]proto.Message,
 }
 
 // Serve serves xDS and the CA on lis and watches the resources folder until ctx is done, then
-// stops the server and returns nil. lis is closed on return.
+// stops the server and returns nil. lis is closed on return. Call it once.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
