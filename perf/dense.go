@@ -53,6 +53,7 @@ func runDense(ctx context.Context, cfg Config, hub *Hub, k Kind) (res Result, er
 				return sum, fmt.Errorf("pod %s: %w", p.ID, err)
 			}
 			sum.RSSKB += u.RSSKB
+			sum.AnonKB += u.AnonKB
 			sum.HWMKB += u.HWMKB
 			sum.CPU += u.CPU
 		}
@@ -101,6 +102,7 @@ func runDense(ctx context.Context, cfg Config, hub *Hub, k Kind) (res Result, er
 	m := map[string]float64{
 		"pods":                 float64(cfg.Dense),
 		"idle_rss_total_kb":    float64(idle1.RSSKB),
+		"idle_anon_total_kb":   float64(idle1.AnonKB),
 		"idle_cpu_ms_per_s":    ms(idle1.CPU-idle0.CPU) / window.Seconds(),
 		"push_cpu_ms":          ms(pushed.CPU - idle1.CPU),
 		"push_peak_total_kb":   float64(pushed.HWMKB),

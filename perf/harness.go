@@ -19,7 +19,7 @@ type Config struct {
 	// WorkDir holds pod directories and the event socket (a short path: Unix socket paths are
 	// limited to 108 bytes).
 	WorkDir string
-	// Scenarios to run, by name (see ScenarioNames); empty runs all of them.
+	// Scenarios to run, by name (see ScenarioNames); nil runs all of them, an empty list none.
 	Scenarios []string
 	// Runs is how many interleaved runs each scenario makes of each agent (default 3).
 	Runs int
@@ -73,7 +73,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, errors.New("perf: Bins.Child and Bins.Stub are required")
 	}
 	names := cfg.Scenarios
-	if len(names) == 0 {
+	if names == nil {
 		names = ScenarioNames()
 	}
 	for _, n := range names {

@@ -108,6 +108,7 @@ func (p *Proc) Stop(grace time.Duration) {
 // Usage is one reading of a process's memory and CPU.
 type Usage struct {
 	RSSKB, HWMKB int64         // VmRSS, VmHWM
+	AnonKB       int64         // RssAnon: heap, stacks (the rest of VmRSS is mapped files and shmem)
 	CPU          time.Duration // on-CPU time of all threads
 }
 
@@ -129,6 +130,8 @@ func ReadUsage(pid int) (Usage, error) {
 			u.RSSKB = parseKB(v)
 		case "VmHWM":
 			u.HWMKB = parseKB(v)
+		case "RssAnon":
+			u.AnonKB = parseKB(v)
 		}
 	}
 	cpu, err := schedCPU(pid)

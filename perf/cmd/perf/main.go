@@ -29,7 +29,7 @@ func main() {
 func run(ctx context.Context) int {
 	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
 	agent := fs.String("agent", "", "pilot-agent binary to measure (empty: Wingman's mux in perf/agentchild)")
-	scen := fs.String("scenarios", "", "comma-separated scenarios (default all: "+strings.Join(perf.ScenarioNames(), ",")+")")
+	scen := fs.String("scenarios", "", "comma-separated scenarios, or none (default all: "+strings.Join(perf.ScenarioNames(), ",")+")")
 	runs := fs.Int("runs", 3, "interleaved runs of each scenario per agent")
 	short := fs.Bool("short", false, "smaller scenarios (CI)")
 	dense := fs.Int("dense", 0, "pods in the dense-node scenario (0 skips it)")
@@ -65,7 +65,11 @@ func run(ctx context.Context) int {
 	}
 	cfg := perf.Config{Bins: bins, WorkDir: work, Runs: *runs, Short: *short, Dense: *dense,
 		ScenarioTimeout: *timeout, Logger: log}
-	if *scen != "" {
+	switch *scen {
+	case "":
+	case "none": // only the dense node
+		cfg.Scenarios = []string{}
+	default:
 		cfg.Scenarios = strings.Split(*scen, ",")
 	}
 	if *prof != "" {
