@@ -41,6 +41,10 @@ fuzz-long:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) ./...
 
+# The whole agent on one machine against meshlab, a local control plane (see demo/).
+demo:
+	$(GO) run ./demo
+
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

@@ -1,5 +1,3 @@
-//go:build grpcxds
-
 package main
 
 import (

@@ -16,6 +16,7 @@ import (
 	_ "go.uber.org/goleak"
 	_ "golang.org/x/sys/unix"
 	_ "google.golang.org/grpc"
+	_ "google.golang.org/grpc/xds"
 	_ "istio.io/api/security/v1alpha1"
 	_ "sigs.k8s.io/yaml"
 )
