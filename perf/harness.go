@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -89,6 +90,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.BinarySize = st.Size()
 	}
+	if cfg.Profile != "" {
+		if err := os.MkdirAll(cfg.Profile, 0o755); err != nil {
+			return nil, fmt.Errorf("perf: profile directory: %w", err)
+		}
+	}
 	hub, err := NewHub(filepath.Join(cfg.WorkDir, "ev.sock"))
 	if err != nil {
 		return nil, err
@@ -130,16 +136,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // env is what one scenario run gets. Immutable during the run, except through its parts.
 type env struct {
-	cfg   Config
-	cp    *ControlPlane
-	hub   *Hub
-	dir   string
-	kind  Kind
-	name  string // scenario
-	run   int
-	mu    sync.Mutex // guards pods (the watcher reads it)
-	pods  []*Pod
-	short bool
+	cfg      Config
+	cp       *ControlPlane
+	hub      *Hub
+	dir      string
+	kind     Kind
+	name     string // scenario
+	run      int
+	runCtx   context.Context // the run's context, which outlives the scenario's own
+	profiles sync.WaitGroup  // CPU profile downloads; waited for before the pods stop
+	mu       sync.Mutex      // guards pods (the watcher reads it)
+	pods     []*Pod
+	short    bool
 }
 
 // start starts a pod of the run's kind and records it for stopping.
@@ -162,6 +170,13 @@ func (e *env) start(ctx context.Context, spec podSpec) (*Pod, error) {
 	e.mu.Lock()
 	e.pods = append(e.pods, p)
 	e.mu.Unlock()
+	if e.cfg.Profile != "" && p.Binary {
+		// The binary's status port serves pprof: take a CPU profile of the next seconds.
+		path := filepath.Join(e.cfg.Profile, fmt.Sprintf("%s-run%d-%s.cpu.pprof", e.name, e.run, spec.id))
+		e.profiles.Go(func() {
+			_ = fetchWhenUp(e.runCtx, "http://"+p.DebugAddr+"/debug/pprof/profile?seconds="+strconv.Itoa(binaryCPUProfileSeconds), path)
+		})
+	}
 	return p, nil
 }
 
@@ -218,8 +233,9 @@ func runOne(ctx context.Context, cfg Config, hub *Hub, name string, sc scenario,
 		return res, fmt.Errorf("start control plane: %w", err)
 	}
 	defer cp.Close()
-	e := &env{cfg: cfg, cp: cp, hub: hub, dir: dir, kind: k, short: cfg.Short, name: name, run: run}
+	e := &env{cfg: cfg, cp: cp, hub: hub, dir: dir, kind: k, short: cfg.Short, name: name, run: run, runCtx: ctx}
 	defer e.stopAll()
+	defer e.profiles.Wait()
 	// Watch the pods: a process that exits fails the scenario at once, naming it.
 	wctx, wcancel := context.WithCancelCause(ctx)
 	defer wcancel(nil)

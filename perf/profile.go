@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 )
 
 // saveProfiles saves a heap profile of each Wingman agent of the run into dir at the end of the
@@ -50,4 +52,23 @@ func fetch(ctx context.Context, url, path string) error {
 		return fmt.Errorf("fetch %s: %w", url, err)
 	}
 	return f.Close()
+}
+
+// binaryCPUProfileSeconds is the length of the CPU profile taken from the real binary, from the
+// moment its status port answers (it cannot be told to stop at the scenario's end).
+const binaryCPUProfileSeconds = 8
+
+// fetchWhenUp retries fetch while the server does not accept connections yet.
+func fetchWhenUp(ctx context.Context, url, path string) error {
+	for {
+		err := fetch(ctx, url, path)
+		if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "connection refused") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

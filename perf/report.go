@@ -41,6 +41,12 @@ func Markdown(rep *Report, s *Summary, command string) string {
 	fmt.Fprintf(&b, "- **reference**: perf/refagent in perf/agentchild, forwarding as Istio's agent does "+
 		"(decode and re-encode, one new TLS upstream connection per Envoy stream), with the same SDS code.\n")
 	fmt.Fprintf(&b, "- **direct**: the Envoy stand-in connected straight to the control plane's plaintext port.\n\n")
+	if rep.Binary {
+		fmt.Fprintf(&b, "Start-up figures compare unlike things: the binary renders the bootstrap and execs the "+
+			"stand-in itself, while the harness starts the reference's stand-in once its sockets listen. The reference "+
+			"child links Wingman's SDS too, so its RSS is not Istio's agent's (about 40-50 MB); memory ratios "+
+			"therefore flatter the reference.\n\n")
+	}
 	fmt.Fprintf(&b, "Control plane: go-control-plane's xDS server (LinearCache per type, Delta xDS) and an "+
 		"Istio-compatible CA on one TLS port with a bearer token, on loopback. Envoy is perf/envoystub: it decodes "+
 		"every resource, ACKs, and holds SDS streams for `default` and `ROOTCA`. Ratios are wingman / reference, "+
@@ -118,9 +124,14 @@ const glossary = `## Figures
 - cpu_ms_per_mb: agent CPU time (all threads, /proc/<pid>/task/*/schedstat) per MB received by
   the stand-ins; mallocs_per_mb and alloc_kb_per_mb: Go heap allocations in the agent per MB
   (runtime memstats over expvar; the agent child only).
-- idle_rss_kb, rss_after_kb: VmRSS; peak_above_idle_kb: VmHWM after each push (reset with
+- idle_rss_kb, rss_after_kb: VmRSS; idle_anon_kb: its anonymous part (RssAnon: heap and
+  stacks; the rest is the mapped binary and libraries); peak_above_idle_kb: VmHWM after each push (reset with
   /proc/<pid>/clear_refs before it) minus the RSS before the pushes.
 - upstream_conns: TLS connections the control plane accepted (xDS and CA).
+- slow_envoy: the stand-in pauses 300ms before each read while 4 MB pushes arrive 50ms apart;
+  the control plane itself waits for ACKs, so "delivered" counts the versions that reached Envoy.
+- istiod_restart: recover_ms runs from the control plane serving again to the next push reaching
+  Envoy; envoy_stream_drops counts the ADS stream failures Envoy saw.
 - dense: N pods, each agent with its stand-in; *_total_kb sum the agents only; per110_* scale to
   a 110-pod node.
 `
