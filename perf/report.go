@@ -44,7 +44,7 @@ func Markdown(rep *Report, s *Summary, command string) string {
 	if rep.Binary {
 		fmt.Fprintf(&b, "Start-up figures compare unlike things: the binary renders the bootstrap and execs the "+
 			"stand-in itself, while the harness starts the reference's stand-in once its sockets listen. The reference "+
-			"child links Wingman's SDS too, so its RSS is not Istio's agent's (about 40-50 MB); memory ratios "+
+			"child links Wingman's SDS too, so its RSS is not that of Istio's agent (which also runs more); memory ratios "+
 			"therefore flatter the reference.\n\n")
 	}
 	fmt.Fprintf(&b, "Control plane: go-control-plane's xDS server (LinearCache per type, Delta xDS) and an "+
