@@ -6,8 +6,11 @@ import (
 	"path/filepath"
 )
 
-// WriteFile writes data to path atomically (temp file in the same directory, fsync, rename), creating
-// the directory with mode 0700 as Istio does. A reader never sees a partial file.
+// WriteFile writes data to path atomically (temp file in the same directory, rename), creating
+// the directory with mode 0700 as Istio does. A reader never sees a partial file. There is no
+// fsync: the bootstrap files are rendered again at every start and read at once by a local
+// process, so durability across a machine crash buys nothing and an fsync would sit on the
+// start-up path (1-3 ms here).
 func WriteFile(path string, data []byte, mode os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -24,10 +27,6 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -119,9 +119,15 @@ func partServices(a *agent) ([]lifecycle.Service, error) {
 	})
 
 	if env.GRPCXDSBootstrap != "" {
-		services = append(services, lifecycle.Service{Name: "grpc-bootstrap", Start: func(context.Context) error {
-			return bootstrap.WriteGRPCBootstrap(env.GRPCXDSBootstrap, a.bootstrapConfig(), env.OutputCerts)
-		}})
+		// Written off Envoy's start-up path (Envoy does not read it); readiness checks it.
+		services = append(services, lifecycle.Service{Name: "grpc-bootstrap", KeepDuringDrain: true,
+			Run: func(ctx context.Context) error {
+				if err := bootstrap.WriteGRPCBootstrap(env.GRPCXDSBootstrap, a.bootstrapConfig(), env.OutputCerts); err != nil {
+					return err
+				}
+				<-ctx.Done()
+				return nil
+			}})
 	}
 
 	if s.StatusPort != 0 {
@@ -263,18 +269,25 @@ func (a *agent) bootstrapConfig() bootstrap.Config {
 	return c
 }
 
-// writeBootstrap renders Envoy's bootstrap at path: typed rendering by default, Istio's custom
-// template when ISTIO_BOOTSTRAP or --templateFile names one. (A customConfigFile is handed to
-// Envoy as is: see bootstrapPathFor.)
-func writeBootstrap(a *agent, path string) error {
-	data, err := renderBootstrap(a)
-	if err != nil {
-		return err
+// prerender renders Envoy's bootstrap on its own goroutine, overlapping the start of the other
+// parts; the returned function waits for the result (the caller must call it once).
+func prerender(a *agent) func() ([]byte, error) {
+	var data []byte
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		data, err = renderBootstrap(a)
+	}()
+	return func() ([]byte, error) {
+		<-done
+		return data, err
 	}
-	return bootstrap.WriteFile(path, data, 0o644)
 }
 
-// renderBootstrap renders the bootstrap for the agent's environment.
+// renderBootstrap renders Envoy's bootstrap: typed rendering by default, Istio's custom template
+// when ISTIO_BOOTSTRAP or --templateFile names one. (A customConfigFile is handed to Envoy as is:
+// see bootstrapPathFor.)
 func renderBootstrap(a *agent) ([]byte, error) {
 	cfg := a.bootstrapConfig()
 	tmpl := a.env.BootstrapTemplate

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
+	"github.com/wingman-mesh/wingman/bootstrap"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/node"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
@@ -170,9 +171,17 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 		if a.envoy, err = supervisor.New(a.supervisorConfig(nodeType, sio)); err != nil {
 			return usageError(sio, "pilot-agent proxy", err)
 		}
-		start := func(context.Context) error { return writeBootstrap(a, a.bootstrapPath) }
-		if !a.renderBootstrap {
-			start = nil
+		var start func(context.Context) error
+		if a.renderBootstrap {
+			rendered := prerender(a)
+			defer rendered() // the render goroutine is waited for on every path
+			start = func(context.Context) error {
+				data, err := rendered()
+				if err != nil {
+					return err
+				}
+				return bootstrap.WriteFile(a.bootstrapPath, data, 0o644)
+			}
 		}
 		services = append(services, lifecycle.Service{Name: "envoy", Start: start, Run: a.envoy.Run})
 	}
