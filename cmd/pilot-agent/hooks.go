@@ -238,6 +238,7 @@ func (a *agent) xdsProxy(reg prometheus.Registerer, m *certs.Manager, d *dns.Ser
 	}
 	return mux.New(mux.Config{
 		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes,
+		MaxMessageBytes: env.XDSMaxMessageBytes, CloseOnUpstreamLoss: env.XDSCloseOnUpstreamLoss,
 		Logger: a.log.With("part", "xds-proxy"), Registerer: reg,
 	})
 }
