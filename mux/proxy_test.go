@@ -2,6 +2,7 @@ package mux
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -134,45 +135,7 @@ func TestAgentSubscriptionsAckAndNack(t *testing.T) {
 			i.caches[fastpath.NameTableType].SetResources(map[string]types.Resource{"": nameTable("a.ns.svc.cluster.local")})
 			i.caches[fastpath.ListenerType].SetResources(listeners(3))
 			ads := adsClient(t, sock)
-			recvType := make(chan string, 16)
-			var send func(typeURL string) error
-			if delta {
-				stream, err := ads.DeltaAggregatedResources(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer stream.CloseSend()
-				send = func(typeURL string) error {
-					return stream.Send(&discovery.DeltaDiscoveryRequest{Node: testNode, TypeUrl: typeURL})
-				}
-				go func() {
-					for {
-						r, err := stream.Recv()
-						if err != nil {
-							return
-						}
-						recvType <- r.TypeUrl
-					}
-				}()
-			} else {
-				stream, err := ads.StreamAggregatedResources(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer stream.CloseSend()
-				send = func(typeURL string) error {
-					return stream.Send(&discovery.DiscoveryRequest{Node: testNode, TypeUrl: typeURL})
-				}
-				go func() {
-					for {
-						r, err := stream.Recv()
-						if err != nil {
-							return
-						}
-						recvType <- r.TypeUrl
-					}
-				}()
-			}
+			send, recvType := typeStream(t, ctx, ads, delta)
 			// No agent subscription before the first Listener request.
 			if err := send(fastpath.ClusterType); err != nil {
 				t.Fatal(err)
@@ -559,4 +522,49 @@ func TestSlowDeltaClientBounded(t *testing.T) {
 		}
 	}
 	stream.CloseSend()
+}
+
+// typeStream opens a SotW or Delta ADS stream on which every request carries the node. It returns
+// a send function and the type URLs of the responses received. The reader goroutine ends with the
+// stream; the test's cleanup closes the stream and waits for it.
+func typeStream(t *testing.T, ctx context.Context, ads discovery.AggregatedDiscoveryServiceClient, delta bool) (func(string) error, <-chan string) {
+	ctx, cancel := context.WithCancel(ctx)
+	types := make(chan string, 64)
+	var send func(string) error
+	var recv func() (string, error)
+	if delta {
+		stream, err := ads.DeltaAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		send = func(typeURL string) error {
+			return stream.Send(&discovery.DeltaDiscoveryRequest{Node: testNode, TypeUrl: typeURL})
+		}
+		recv = func() (string, error) { r, err := stream.Recv(); return r.GetTypeUrl(), err }
+	} else {
+		stream, err := ads.StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		send = func(typeURL string) error {
+			return stream.Send(&discovery.DiscoveryRequest{Node: testNode, TypeUrl: typeURL})
+		}
+		recv = func() (string, error) { r, err := stream.Recv(); return r.GetTypeUrl(), err }
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			typ, err := recv()
+			if err != nil {
+				return
+			}
+			select {
+			case types <- typ:
+			default: // the test reads only the first few; never block the reader
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return send, types
 }
