@@ -24,6 +24,8 @@ func runDense(ctx context.Context, cfg Config, hub *Hub, k Kind) (res Result, er
 	defer cp.Close()
 	e := &env{cfg: cfg, cp: cp, hub: hub, dir: dir, kind: k, short: cfg.Short}
 	defer e.stopAll()
+	ctx, stopWatch := e.watch(ctx)
+	defer stopWatch()
 	if _, _, err := cp.Push(ClusterType, Clusters(50, 50<<10, "init")); err != nil {
 		return res, err
 	}

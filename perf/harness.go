@@ -180,6 +180,30 @@ func (e *env) start(ctx context.Context, spec podSpec) (*Pod, error) {
 	return p, nil
 }
 
+// watch returns a context that is cancelled, with the exit error as its cause, as soon as a
+// process of a pod exits; stop ends the watch and waits for it.
+func (e *env) watch(ctx context.Context) (context.Context, func()) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+				if err := e.failed(); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		}
+	}()
+	return wctx, func() { cancel(nil); <-done }
+}
+
 // podList is a snapshot of the pods started so far.
 func (e *env) podList() []*Pod {
 	e.mu.Lock()
@@ -187,11 +211,13 @@ func (e *env) podList() []*Pod {
 	return slices.Clone(e.pods)
 }
 
-// stopAll stops every pod of the run.
+// stopAll stops every pod of the run, all at once (each agent drains on its own).
 func (e *env) stopAll() {
+	var wg sync.WaitGroup
 	for _, p := range e.podList() {
-		p.Stop()
+		wg.Go(p.Stop)
 	}
+	wg.Wait()
 }
 
 // outputs is the last output of every process of the run, for error messages.
@@ -236,27 +262,8 @@ func runOne(ctx context.Context, cfg Config, hub *Hub, name string, sc scenario,
 	e := &env{cfg: cfg, cp: cp, hub: hub, dir: dir, kind: k, short: cfg.Short, name: name, run: run, runCtx: ctx}
 	defer e.stopAll()
 	defer e.profiles.Wait()
-	// Watch the pods: a process that exits fails the scenario at once, naming it.
-	wctx, wcancel := context.WithCancelCause(ctx)
-	defer wcancel(nil)
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-wctx.Done():
-				return
-			case <-t.C:
-				if err := e.failed(); err != nil {
-					wcancel(err)
-					return
-				}
-			}
-		}
-	}()
-	defer func() { wcancel(nil); <-watchDone }()
+	wctx, stopWatch := e.watch(ctx)
+	defer stopWatch()
 	if _, _, err := cp.Push(ClusterType, Clusters(10, 10<<10, "init")); err != nil {
 		return res, err
 	}

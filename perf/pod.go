@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -65,13 +66,29 @@ type Pod struct {
 	Started   time.Time
 }
 
+// nextPort hands out ports below the kernel's ephemeral range (32768 up by default), so that
+// no outgoing connection of another pod takes a port between its choice and its use. Atomic.
+var nextPort atomic.Int32
+
+const (
+	firstPort = 20000
+	lastPort  = 32000
+)
+
+// freePort returns a port that is free on every interface now and that this process has not
+// handed out before (wrapping around after lastPort).
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+	for range lastPort - firstPort {
+		n := int(nextPort.Add(1)) % (lastPort - firstPort)
+		port := firstPort + n
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free port in [%d, %d)", firstPort, lastPort)
 }
 
 // startPod lays out a pod directory under root, starts the agent and its stand-ins.
