@@ -1,5 +1,6 @@
 // Package envoyproto checks a rendered bootstrap against Envoy's own protos and merges a bootstrap
-// override the way Envoy merges --config-yaml. It links Envoy's bootstrap protos, which the render
-// path deliberately does not (see ARCHITECTURE.md), so only the code that validates or prints a
-// merged bootstrap imports it.
+// override the way Envoy merges --config-yaml. It reads Envoy's protos from an embedded, compressed
+// descriptor set (envoy.pb.gz, written by go generate from go-control-plane's packages) as dynamic
+// messages, so the agent links none of go-control-plane's generated bootstrap types; builds
+// without disable_pgv also link those types for Envoy's PGV field rules.
 package envoyproto

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
@@ -16,20 +15,25 @@ import (
 // merge, repeated fields append, map entries replace by key, and setting a oneof member replaces
 // the other. The result is indented JSON with Envoy's proto field names.
 func MergeOverride(bootstrapJSON, override []byte) ([]byte, error) {
-	base := &bootstrapv3.Bootstrap{}
-	if err := protojson.Unmarshal(bootstrapJSON, base); err != nil {
+	reg, err := loadRegistry()
+	if err != nil {
+		return nil, err
+	}
+	in := protojson.UnmarshalOptions{Resolver: reg.types}
+	base := reg.newBootstrap()
+	if err := in.Unmarshal(bootstrapJSON, base); err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	js, err := yaml.YAMLToJSON(override)
 	if err != nil {
 		return nil, fmt.Errorf("ISTIO_BOOTSTRAP_OVERRIDE: not YAML or JSON: %w", err)
 	}
-	over := &bootstrapv3.Bootstrap{}
-	if err := protojson.Unmarshal(js, over); err != nil {
+	over := reg.newBootstrap()
+	if err := in.Unmarshal(js, over); err != nil {
 		return nil, fmt.Errorf("ISTIO_BOOTSTRAP_OVERRIDE: %w", err)
 	}
 	proto.Merge(base, over)
-	out, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(base)
+	out, err := protojson.MarshalOptions{UseProtoNames: true, Resolver: reg.types}.Marshal(base)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: marshal merged: %w", err)
 	}

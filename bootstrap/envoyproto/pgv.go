@@ -6,14 +6,25 @@ import (
 	"errors"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // PGVRules says whether Envoy's PGV field rules are compiled into this binary.
 const PGVRules = true
 
-// fieldRules runs Envoy's PGV rules (ValidateAll), one finding per violated rule.
-func fieldRules(b *bootstrapv3.Bootstrap) []Finding {
-	err := b.ValidateAll()
+// fieldRules runs Envoy's PGV rules (ValidateAll), one finding per violated rule. The generated
+// rules live on go-control-plane's typed messages, so only this build links them: the dynamic
+// bootstrap is copied into the typed one through the wire format.
+func fieldRules(m proto.Message) []Finding {
+	raw, err := proto.Marshal(m)
+	if err != nil {
+		return []Finding{{Message: "bootstrap: " + err.Error()}}
+	}
+	b := &bootstrapv3.Bootstrap{}
+	if err := proto.Unmarshal(raw, b); err != nil {
+		return []Finding{{Message: "bootstrap: " + err.Error()}}
+	}
+	err = b.ValidateAll()
 	if err == nil {
 		return nil
 	}

@@ -6,10 +6,8 @@ import (
 	"sort"
 	"strconv"
 
-	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // Finding is one problem Envoy would refuse the bootstrap for, at a JSON field path.
@@ -38,12 +36,16 @@ func Validate(bootstrapJSON []byte) []Finding {
 	if !ok {
 		return []Finding{{Path: "", Message: "bootstrap must be a JSON object"}}
 	}
+	reg, err := loadRegistry()
+	if err != nil {
+		return []Finding{{Path: "", Message: err.Error()}}
+	}
 	var out []Finding
-	w := walker{add: func(p, m string) { out = append(out, Finding{Path: p, Message: m}) }}
-	w.message("", top, (&bootstrapv3.Bootstrap{}).ProtoReflect().Descriptor())
+	w := walker{types: reg.types, add: func(p, m string) { out = append(out, Finding{Path: p, Message: m}) }}
+	w.message("", top, reg.bootstrap)
 
-	b := &bootstrapv3.Bootstrap{}
-	if err := protojson.Unmarshal(bootstrapJSON, b); err != nil {
+	b := reg.newBootstrap()
+	if err := (protojson.UnmarshalOptions{Resolver: reg.types}).Unmarshal(bootstrapJSON, b); err != nil {
 		if len(out) == 0 { // the walker missed it; still report Envoy's parse error
 			out = append(out, Finding{Path: "", Message: err.Error()})
 		}
@@ -56,7 +58,12 @@ func Validate(bootstrapJSON []byte) []Finding {
 
 // walker compares a JSON tree with a message descriptor to name the path of unknown fields and
 // wrongly typed values (protojson reports only the first, by line and column).
-type walker struct{ add func(path, msg string) }
+type walker struct {
+	types interface {
+		FindMessageByURL(url string) (protoreflect.MessageType, error)
+	}
+	add func(path, msg string)
+}
 
 func (w walker) message(path string, obj map[string]any, md protoreflect.MessageDescriptor) {
 	switch md.FullName() {
@@ -91,7 +98,7 @@ func (w walker) anyMessage(path string, obj map[string]any) {
 		w.add(join(path, "@type"), "typed config without @type")
 		return
 	}
-	mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
+	mt, err := w.types.FindMessageByURL(url)
 	if err != nil {
 		w.add(join(path, "@type"), fmt.Sprintf("unknown type %q (not an extension this validator knows)", url))
 		return
