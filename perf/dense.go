@@ -56,6 +56,7 @@ func runDense(ctx context.Context, cfg Config, hub *Hub, k Kind) (res Result, er
 			}
 			sum.RSSKB += u.RSSKB
 			sum.AnonKB += u.AnonKB
+			sum.PssKB += u.PssKB
 			sum.HWMKB += u.HWMKB
 			sum.CPU += u.CPU
 		}
@@ -105,6 +106,8 @@ func runDense(ctx context.Context, cfg Config, hub *Hub, k Kind) (res Result, er
 		"pods":                 float64(cfg.Dense),
 		"idle_rss_total_kb":    float64(idle1.RSSKB),
 		"idle_anon_total_kb":   float64(idle1.AnonKB),
+		"idle_pss_total_kb":    float64(idle1.PssKB),
+		"per110_idle_pss_mb":   float64(idle1.PssKB) / 1024 * 110 / float64(cfg.Dense),
 		"idle_cpu_ms_per_s":    ms(idle1.CPU-idle0.CPU) / window.Seconds(),
 		"push_cpu_ms":          ms(pushed.CPU - idle1.CPU),
 		"push_peak_total_kb":   float64(pushed.HWMKB),

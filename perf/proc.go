@@ -109,6 +109,7 @@ func (p *Proc) Stop(grace time.Duration) {
 type Usage struct {
 	RSSKB, HWMKB int64         // VmRSS, VmHWM
 	AnonKB       int64         // RssAnon: heap, stacks (the rest of VmRSS is mapped files and shmem)
+	PssKB        int64         // proportional set size: pages shared with other processes (the binary) split among them
 	CPU          time.Duration // on-CPU time of all threads
 }
 
@@ -132,6 +133,13 @@ func ReadUsage(pid int) (Usage, error) {
 			u.HWMKB = parseKB(v)
 		case "RssAnon":
 			u.AnonKB = parseKB(v)
+		}
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+				u.PssKB = parseKB(v)
+			}
 		}
 	}
 	cpu, err := schedCPU(pid)

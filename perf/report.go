@@ -125,7 +125,8 @@ const glossary = `## Figures
   the stand-ins; mallocs_per_mb and alloc_kb_per_mb: Go heap allocations in the agent per MB
   (runtime memstats over expvar; the agent child only).
 - idle_rss_kb, rss_after_kb: VmRSS; idle_anon_kb: its anonymous part (RssAnon: heap and
-  stacks; the rest is the mapped binary and libraries); peak_above_idle_kb: VmHWM after each push (reset with
+  stacks; the rest is the mapped binary and libraries); *_pss_*: proportional set size
+  (/proc/<pid>/smaps_rollup), which splits pages shared between agents (the binary) among them; peak_above_idle_kb: VmHWM after each push (reset with
   /proc/<pid>/clear_refs before it) minus the RSS before the pushes.
 - upstream_conns: TLS connections the control plane accepted (xDS and CA).
 - slow_envoy: the stand-in pauses 300ms before each read while 4 MB pushes arrive 50ms apart;

@@ -119,5 +119,5 @@ func startup(ctx context.Context, e *env) (map[string]float64, []time.Duration, 
 		return nil, nil, fmt.Errorf("read idle usage: %w", err)
 	}
 	return map[string]float64{"first_config_ms": ms(cfg), "first_cert_ms": ms(cert),
-		"idle_rss_kb": float64(pr.u.RSSKB), "idle_anon_kb": float64(pr.u.AnonKB), "startup_cpu_ms": ms(pr.u.CPU)}, nil, nil
+		"idle_rss_kb": float64(pr.u.RSSKB), "idle_anon_kb": float64(pr.u.AnonKB), "idle_pss_kb": float64(pr.u.PssKB), "startup_cpu_ms": ms(pr.u.CPU)}, nil, nil
 }

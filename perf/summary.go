@@ -137,11 +137,14 @@ func targets(rep *Report, s *Summary) []Target {
 		bin.Measured, bin.Got, bin.Pass = true, fmt.Sprintf("%.1f MiB", v), v <= 15
 	}
 	out = append(out, bin)
-	dense := Target{Name: "50 idle agents together", Want: "≤ 600 MiB"}
-	if f, ok := s.Figures["dense.idle_rss_total_kb"]; ok && f.Wingman > 0 {
+	// Together means what the node spends: PSS counts the pages the agents share (the binary's
+	// text) once; the sum of VmRSS counts them once per agent and is shown beside it.
+	dense := Target{Name: "50 idle agents together (PSS; sum of VmRSS in brackets)", Want: "≤ 600 MiB"}
+	if f, ok := s.Figures["dense.idle_pss_total_kb"]; ok && f.Wingman > 0 {
 		pods := s.Figures["dense.pods"].Wingman
 		v := f.Wingman / 1024 * 50 / pods
-		dense.Measured, dense.Got, dense.Pass = true, fmt.Sprintf("%.0f MiB (%.0f pods measured)", v, pods), v <= 600
+		rss := s.Figures["dense.idle_rss_total_kb"].Wingman / 1024 * 50 / pods
+		dense.Measured, dense.Got, dense.Pass = true, fmt.Sprintf("%.0f MiB (%.0f MiB; %.0f pods measured)", v, rss, pods), v <= 600
 	}
 	return append(out, dense)
 }
