@@ -126,7 +126,7 @@ func (f *fileSecrets) load(e *fileEntry) error {
 	f.loadMu.Lock()
 	defer f.loadMu.Unlock()
 	var content []byte
-	var publish func() error
+	var publish func()
 	if e.ca != "" {
 		b, err := os.ReadFile(e.ca)
 		if err != nil {
@@ -137,7 +137,7 @@ func (f *fileSecrets) load(e *fileEntry) error {
 			return f.fail(fmt.Errorf("resource %q: %s: %w", e.name, e.ca, err))
 		}
 		content = roots
-		publish = func() error { return f.store.publish(rootSecret(e.name, roots)) }
+		publish = func() { f.store.publish(rootSecret(e.name, roots)) }
 	} else {
 		certPEM, err := os.ReadFile(e.cert)
 		if err != nil {
@@ -155,19 +155,17 @@ func (f *fileSecrets) load(e *fileEntry) error {
 			return f.fail(fmt.Errorf("resource %q: %s and %s are not a matching pair: %w", e.name, e.cert, e.key, err))
 		}
 		content = append(append([]byte(nil), certPEM...), keyPEM...)
-		publish = func() error {
+		publish = func() {
 			if e.name == ResourceDefault && f.onWorkload != nil {
 				f.onWorkload(&kp, certPEM, keyPEM)
 			}
-			return f.store.publish(certSecret(e.name, certPEM, keyPEM))
+			f.store.publish(certSecret(e.name, certPEM, keyPEM))
 		}
 	}
 	if e.last != nil && bytes.Equal(e.last, content) {
 		return nil
 	}
-	if err := publish(); err != nil {
-		return err
-	}
+	publish()
 	e.last = content
 	f.log.Info("file certificate loaded", "resource", e.name)
 	return nil

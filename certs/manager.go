@@ -223,9 +223,7 @@ func (m *Manager) renew(ctx context.Context, key privateKey, trigger time.Time) 
 	w := m.newWorkload(key, ch)
 	// OUTPUT_CERTS first: whoever learns of the new certificate from SDS finds it on disk too.
 	m.writeOutput(w)
-	if err := m.install(w); err != nil {
-		return err
-	}
+	m.install(w)
 	m.lastLocal.Store(int64(sent.Sub(trigger) + time.Since(got)))
 	m.renewals.Add(1)
 	return nil
@@ -251,19 +249,18 @@ func (m *Manager) newWorkload(key privateKey, ch *Chain) *workload {
 
 // install makes w current and publishes default, ROOTCA when the root changed, and aliases.
 // The previous certificate is served until this moment: there is no gap.
-func (m *Manager) install(w *workload) error {
+func (m *Manager) install(w *workload) {
 	m.aliasMu.Lock()
 	prev := m.cur.Swap(w)
-	err := m.store.publish(certSecret(ResourceDefault, w.chainPEM, w.keyPEM))
+	m.store.publish(certSecret(ResourceDefault, w.chainPEM, w.keyPEM))
 	if prev == nil || !bytes.Equal(prev.rootPEM, w.rootPEM) {
-		err = errors.Join(err, m.store.publish(rootSecret(ResourceRootCA, w.rootPEM)))
+		m.store.publish(rootSecret(ResourceRootCA, w.rootPEM))
 	}
 	for name := range m.aliases {
-		err = errors.Join(err, m.store.publish(certSecret(name, w.chainPEM, w.keyPEM)))
+		m.store.publish(certSecret(name, w.chainPEM, w.keyPEM))
 	}
 	m.aliasMu.Unlock()
 	m.readyOnce.Do(func() { close(m.ready) })
-	return err
 }
 
 // fileWorkload is called by the file watcher with a newly loaded file-mounted workload pair.
@@ -274,9 +271,7 @@ func (m *Manager) fileWorkload(kp *tls.Certificate, chainPEM, keyPEM []byte) {
 		w.rootPEM, w.rootNotAfter = prev.rootPEM, prev.rootNotAfter
 	}
 	for name := range m.aliases {
-		if err := m.store.publish(certSecret(name, chainPEM, keyPEM)); err != nil {
-			m.log.Error("publish alias", "name", name, "err", err)
-		}
+		m.store.publish(certSecret(name, chainPEM, keyPEM))
 	}
 	m.aliasMu.Unlock()
 	m.readyOnce.Do(func() { close(m.ready) })
@@ -304,9 +299,7 @@ func (m *Manager) secret(name string) (*secretValue, error) {
 	if w == nil {
 		return nil, nil
 	}
-	if err := m.store.publish(certSecret(name, w.chainPEM, w.keyPEM)); err != nil {
-		return nil, err
-	}
+	m.store.publish(certSecret(name, w.chainPEM, w.keyPEM))
 	return m.store.get(name), nil
 }
 

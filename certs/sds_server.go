@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
 )
 
@@ -31,8 +30,6 @@ var _ secretSource = (*Manager)(nil)
 // Server is the SDS server Envoy connects to: SotW StreamSecrets on a Unix socket. DeltaSecrets
 // and FetchSecrets answer Unimplemented, as Istio's.
 type Server struct {
-	secretv3.UnimplementedSecretDiscoveryServiceServer
-
 	path  string       // immutable: the socket served
 	src   secretSource // concurrency-safe
 	clock Clock        // immutable
@@ -68,8 +65,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer(grpc.MaxConcurrentStreams(100000), grpc.WaitForHandlers(true))
-	secretv3.RegisterSecretDiscoveryServiceServer(srv, s)
+	srv := grpc.NewServer(grpc.MaxConcurrentStreams(100000), grpc.WaitForHandlers(true),
+		grpc.ForceServerCodecV2(rawCodec{}))
+	srv.RegisterService(&sdsServiceDesc, s)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	close(s.serving)

@@ -1,45 +1,59 @@
 package certs
 
 import (
+	"context"
 	"errors"
 	"io"
 	"strings"
-	"time"
 
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 const healthInfoTypeURL = "type.googleapis.com/istio.v1.HealthInformation"
 
+// sdsConn is one SDS stream as encoded DiscoveryRequests in and DiscoveryResponses out.
+type sdsConn interface {
+	Context() context.Context
+	// Recv returns the next encoded DiscoveryRequest.
+	Recv() ([]byte, error)
+	// Send sends an encoded DiscoveryResponse; resp must not be modified afterwards.
+	Send(resp []byte) error
+}
+
+var _ sdsConn = grpcSDSConn{}
+
 // sdsStream is the state of one StreamSecrets call. Owned by the handler goroutine.
 type sdsStream struct {
 	s       *Server
-	stream  secretv3.SecretDiscoveryService_StreamSecretsServer
+	stream  sdsConn
 	started bool                // a request with a node has been seen
 	names   map[string]struct{} // subscribed resource names
 	sent    map[string]uint64   // generation last sent per name
 	nonce   string              // nonce of the last response
-	buf     []*anypb.Any        // reused response resources
+	buf     [][]byte            // reused response resources
 }
 
-// StreamSecrets serves one Envoy SDS stream with Istio's request semantics. A rotation wakes every
+// streamSecrets serves one Envoy SDS stream with Istio's request semantics. A rotation wakes every
 // stream through its own capacity-1 channel and each stream sends on its own goroutine, so pushes
 // go out concurrently and a slow stream delays nobody but itself.
-func (s *Server) StreamSecrets(stream secretv3.SecretDiscoveryService_StreamSecretsServer) error {
+func (s *Server) streamSecrets(stream sdsConn) error {
 	ctx := stream.Context()
-	reqs := make(chan *discovery.DiscoveryRequest)
+	reqs := make(chan *sdsRequest)
 	recvErr := make(chan error, 1)
 	s.streams.Add(1)
 	go func() { // owned by Run through s.streams; ends with the stream's context
 		defer s.streams.Done()
 		for {
-			req, err := stream.Recv()
+			b, err := stream.Recv()
 			if err != nil {
 				recvErr <- err
+				return
+			}
+			req := &sdsRequest{}
+			if err := parseRequest(b, req); err != nil {
+				// What gRPC's proto codec answers a request it cannot unmarshal.
+				recvErr <- status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
 				return
 			}
 			select {
@@ -75,37 +89,37 @@ func (s *Server) StreamSecrets(stream secretv3.SecretDiscoveryService_StreamSecr
 	}
 }
 
-func (st *sdsStream) handle(req *discovery.DiscoveryRequest) error {
+func (st *sdsStream) handle(req *sdsRequest) error {
 	if !st.started {
-		if req.GetTypeUrl() == healthInfoTypeURL {
+		if req.typeURL == healthInfoTypeURL {
 			return nil
 		}
-		if req.GetNode().GetId() == "" {
+		if req.nodeID == "" {
 			return status.Error(codes.InvalidArgument, "SDS: the first request carries no node id")
 		}
 		st.started = true
 	}
-	if req.GetTypeUrl() != secretTypeURL {
-		return status.Errorf(codes.InvalidArgument, "SDS: type %q is not %s", req.GetTypeUrl(), secretTypeURL)
+	if req.typeURL != secretTypeURL {
+		return status.Errorf(codes.InvalidArgument, "SDS: type %q is not %s", req.typeURL, secretTypeURL)
 	}
-	for _, n := range req.GetResourceNames() {
+	for _, n := range req.names {
 		if err := checkResourceName(n); err != nil {
 			return status.Error(codes.InvalidArgument, "SDS: "+err.Error())
 		}
 	}
-	if req.GetErrorDetail() != nil {
+	if req.hasError {
 		st.s.met.sdsRejects.Inc()
-		st.s.log.Warn("SDS response rejected by Envoy", "nonce", req.GetResponseNonce(),
-			"resources", req.GetResourceNames(), "error", req.GetErrorDetail().GetMessage())
+		st.s.log.Warn("SDS response rejected by Envoy", "nonce", req.nonce,
+			"resources", req.names, "error", req.errMsg)
 		return nil
 	}
-	nonce := req.GetResponseNonce()
+	nonce := req.nonce
 	if nonce != "" && nonce != st.nonce {
 		return nil // stale: a response is in flight that this request did not see
 	}
 	var added []string
-	next := make(map[string]struct{}, len(req.GetResourceNames()))
-	for _, n := range req.GetResourceNames() {
+	next := make(map[string]struct{}, len(req.names))
+	for _, n := range req.names {
 		next[n] = struct{}{}
 		if _, had := st.names[n]; !had || nonce == "" {
 			added = append(added, n)
@@ -149,7 +163,7 @@ func (st *sdsStream) push(names []string, force bool) error {
 		if v == nil || (!force && v.gen <= st.sent[n]) {
 			return nil
 		}
-		res = append(res, v.any)
+		res = append(res, v.res)
 		st.sent[n] = v.gen
 		return nil
 	}
@@ -171,14 +185,8 @@ func (st *sdsStream) push(names []string, force bool) error {
 		return nil
 	}
 	id := st.s.next()
-	resp := &discovery.DiscoveryResponse{
-		VersionInfo: st.s.clock.Now().UTC().Format(time.RFC3339) + "/" + id,
-		Resources:   res,
-		TypeUrl:     secretTypeURL,
-		Nonce:       id,
-	}
+	resp := encodeResponse(st.s.clock.Now(), id, res)
 	st.nonce = id
-	err := st.stream.Send(resp)
 	clear(res)
-	return err
+	return st.stream.Send(resp)
 }

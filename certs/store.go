@@ -1,20 +1,15 @@
 package certs
 
 import (
-	"fmt"
 	"sync"
-
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 const secretTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 
-// secretValue is one version of a named secret, marshalled once and shared by every stream.
+// secretValue is one version of a named secret, encoded once and shared by every stream.
 // Immutable.
 type secretValue struct {
-	any *anypb.Any
+	res []byte // the DiscoveryResponse.resources field: tag, length and the Any of the Secret
 	gen uint64 // store generation at publication; strictly increasing per name
 }
 
@@ -31,19 +26,15 @@ func newStore() *store {
 	return &store{vals: make(map[string]*secretValue), watchers: make(map[chan struct{}]struct{})}
 }
 
-// publish marshals sec (outside the lock) and makes it the value of sec.Name, then wakes every
-// watcher without blocking: each watcher's channel holds one pending wake-up, so a slow stream
-// coalesces pushes and never delays the others.
-func (s *store) publish(sec *tlsv3.Secret) error {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(sec)
-	if err != nil {
-		return fmt.Errorf("marshal secret %q: %w", sec.GetName(), err)
-	}
-	v := &secretValue{any: &anypb.Any{TypeUrl: secretTypeURL, Value: b}}
+// publish encodes sec as a response resource (outside the lock) and makes it the value of
+// sec.name, then wakes every watcher without blocking: each watcher's channel holds one pending
+// wake-up, so a slow stream coalesces pushes and never delays the others.
+func (s *store) publish(sec secret) {
+	v := &secretValue{res: resourceField(sec.body)}
 	s.mu.Lock()
 	s.gen++
 	v.gen = s.gen
-	s.vals[sec.GetName()] = v
+	s.vals[sec.name] = v
 	for ch := range s.watchers {
 		select {
 		case ch <- struct{}{}:
@@ -51,7 +42,6 @@ func (s *store) publish(sec *tlsv3.Secret) error {
 		}
 	}
 	s.mu.Unlock()
-	return nil
 }
 
 // get returns the current value of name, or nil when there is none yet.
