@@ -32,10 +32,20 @@ func TestGateAllocsFlatInResources(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation gates run without the race detector (make gate)")
 	}
-	_, few := measure(t, startWingman, response(t, 1<<20, 10), 50)
-	_, many := measure(t, startWingman, response(t, 1<<20, 10000), 50)
+	// Process-wide counts move a little with GC timing (sync.Pool refills after a collection), so
+	// take the least of three rounds; growth per resource would add thousands.
+	least := func(n int) float64 {
+		best := -1.0
+		for range 3 {
+			if _, a := measure(t, startWingman, response(t, 1<<20, n), 50); best < 0 || a < best {
+				best = a
+			}
+		}
+		return best
+	}
+	few, many := least(10), least(10000)
 	t.Logf("allocs per 1 MB push: %.1f with 10 resources, %.1f with 10,000", few, many)
-	if many > few+3 {
+	if many > few*1.1+3 {
 		t.Fatalf("allocations grow with resources: %.1f (10,000) vs %.1f (10)", many, few)
 	}
 }

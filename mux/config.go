@@ -75,7 +75,7 @@ type Backoff struct {
 }
 
 const (
-	streamWindow      = 8 << 20
+	streamWindow      = 16 << 20
 	connWindow        = 32 << 20
 	ioBuffer          = 256 << 10
 	defaultMaxMessage = 64 << 20
