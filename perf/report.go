@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -196,7 +197,7 @@ func LatencySVG(rep *Report) string {
 		for e := llo; e <= lhi; e++ {
 			x := xOf(math.Pow(10, e))
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n",
-				x, top, x, top+h, x, top+h+14, num(math.Pow(10, e)))
+				x, top, x, top+h, x, top+h+14, strconv.FormatFloat(math.Pow(10, e), 'g', -1, 64))
 		}
 		for _, q := range []float64{0, 0.5, 1} {
 			y := float64(top+h) - q*float64(h)

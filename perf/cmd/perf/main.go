@@ -87,7 +87,7 @@ func run(ctx context.Context) int {
 	}
 	sum := perf.Summarize(rep)
 	if *out != "" {
-		path, err := perf.WriteReport(*out, rep, sum, strings.Join(os.Args, " "))
+		path, err := perf.WriteReport(*out, rep, sum, "go run ./perf/cmd/perf "+strings.Join(os.Args[1:], " "))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "perf: step report:", err)
 			return 1
