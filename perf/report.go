@@ -65,8 +65,14 @@ func Markdown(rep *Report, s *Summary, command string) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.Name, t.Want, got, verdict)
 	}
+	for _, t := range s.Targets {
+		if t.Why != "" {
+			fmt.Fprintf(&b, "\n- **%s missed**: %s.", t.Name, t.Why)
+		}
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "\n## Medians and ratios\n\n![latency distributions](latency.svg)\n\n")
-	fmt.Fprintf(&b, "| scenario | figure | wingman | reference | direct | ratio |\n|---|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| scenario | figure | wingman | reference | direct | ratio | runs' range |\n|---|---|---:|---:|---:|---:|---:|\n")
 	keys := make([]string, 0, len(s.Figures))
 	for k := range s.Figures {
 		keys = append(keys, k)
@@ -84,9 +90,10 @@ func Markdown(rep *Report, s *Summary, command string) string {
 	for _, k := range keys {
 		f := s.Figures[k]
 		sc, metric, _ := strings.Cut(k, ".")
-		ratio := ""
+		ratio, spread := "", ""
 		if f.Ratio > 0 {
 			ratio = fmt.Sprintf("%.3f", f.Ratio)
+			spread = fmt.Sprintf("%.2f-%.2f", f.RatioMin, f.RatioMax)
 		}
 		direct := ""
 		if f.Direct != 0 {
@@ -99,7 +106,7 @@ func Markdown(rep *Report, s *Summary, command string) string {
 		if f.HasReference {
 			r = num(f.Reference)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", sc, metric, w, r, direct, ratio)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", sc, metric, w, r, direct, ratio, spread)
 	}
 	fmt.Fprintf(&b, "\n%s\n", glossary)
 	return b.String()

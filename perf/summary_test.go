@@ -121,7 +121,7 @@ func TestReportRendersValidSVGAndTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| large_4mb | cpu_ms_per_mb | 1.000 | 3.000 |  | 0.375 |", "latency.svg", "`perf -runs 2`", "not measured"} {
+	for _, want := range []string{"| large_4mb | cpu_ms_per_mb | 1.000 | 3.000 |  | 0.375 | 0.25-0.50 |", "latency.svg", "`perf -runs 2`", "not measured"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q", want)
 		}
