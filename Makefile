@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 BENCHTIME ?= 1x
 COUNT     ?= 1
 
-.PHONY: all build test vet unit race gate fuzz fuzz-long bench lint demo perf clean
+.PHONY: all build test vet unit race gate fuzz fuzz-long bench lint demo perf perf-gate perf-gate-short pprof clean
 
 all: build
 
@@ -44,6 +44,20 @@ bench:
 # The whole agent on one machine against meshlab, a local control plane (see demo/).
 demo:
 	$(GO) run ./demo
+
+# End-to-end performance against the reference agent (see perf/README or perf/results/report.md).
+SCENARIO ?= large_4mb
+perf: build
+	$(GO) run ./perf/cmd/perf -agent $(BIN) -runs 5 -dense 50 -out perf/results
+
+perf-gate:
+	$(GO) run ./perf/cmd/perf -runs 3 -scenarios large_4mb,many_1500,downstreams_10 -gate -baseline perf/baseline.json -out out/perf-gate
+
+perf-gate-short:
+	$(GO) test -count=1 -run '^TestPerfGate$$' -v ./perf/
+
+pprof: build
+	$(GO) run ./perf/cmd/perf -agent $(BIN) -scenarios $(SCENARIO) -runs 1 -pprof out/pprof -out ''
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
