@@ -11,7 +11,7 @@ COUNT     ?= 1
 all: build
 
 build:
-	$(GO) build -tags $(TAGS) -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/pilot-agent
+	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/pilot-agent
 
 # The README's test command: vet, every test under the race detector, every fuzz target briefly.
 test: vet race gate fuzz
