@@ -3,6 +3,7 @@ package perf
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 )
@@ -24,7 +25,9 @@ func Build(ctx context.Context, dir string, agent bool) (Bins, error) {
 	}
 	for _, p := range pkgs {
 		args := append(append([]string{"build"}, buildArgs...), "-o", p[0], p[1])
-		if out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput(); err != nil {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as `make build` ships it
+		if out, err := cmd.CombinedOutput(); err != nil {
 			return b, fmt.Errorf("build %s: %w\n%s", p[1], err, out)
 		}
 	}

@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 	for _, b := range [][2]string{{agentBin, "."}, {standinBin, "../../supervisor/internal/standin"}} {
 		// Built as `make build` ships it, so start-up figures are the shipped binary's.
 		build := exec.Command("go", "build", "-tags", "disable_pgv,grpcnotrace", "-trimpath", "-ldflags=-s -w", "-o", b[0], b[1])
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b[1], err, out)
 			os.Exit(1)
