@@ -156,20 +156,32 @@ func partServices(a *agent) ([]lifecycle.Service, error) {
 	return services, nil
 }
 
-// certParts builds the secret manager and, unless Envoy is disabled, the SDS server.
-func (a *agent) certParts(reg prometheus.Registerer) (*certs.Manager, *certs.Server, error) {
-	env, s := a.env, a.settings
-	socketFile := env.WorkloadIdentitySocketFile
+// sdsSocketPath is where Envoy's SDS is served.
+func (a *agent) sdsSocketPath() string {
+	socketFile := a.env.WorkloadIdentitySocketFile
 	if socketFile == "" {
 		socketFile = "socket"
 	}
-	sdsPath := filepath.Join(sdsSocketDir, socketFile)
-	// Another SDS server (SPIRE) already answering there: serve only file certificates.
-	serveOnlyFiles, err := certs.ProbeSDSSocket(sdsPath, time.Second)
+	return filepath.Join(sdsSocketDir, socketFile)
+}
+
+// probeSDSSocket decides, as Istio does, whether another SDS server (SPIRE) already answers on
+// the SDS socket; then the agent serves only file certificates. Both the certificate parts and
+// the bootstrap (file-credential metadata) depend on it.
+func (a *agent) probeSDSSocket() {
+	path := a.sdsSocketPath()
+	serveOnlyFiles, err := certs.ProbeSDSSocket(path, time.Second)
 	if err != nil {
-		a.log.Warn("probing the SDS socket failed", "path", sdsPath, "error", err)
+		a.log.Warn("probing the SDS socket failed", "path", path, "error", err)
 	}
 	a.serveOnlyFiles = serveOnlyFiles
+}
+
+// certParts builds the secret manager and, unless Envoy is disabled, the SDS server.
+func (a *agent) certParts(reg prometheus.Registerer) (*certs.Manager, *certs.Server, error) {
+	env, s := a.env, a.settings
+	sdsPath := a.sdsSocketPath()
+	serveOnlyFiles := a.serveOnlyFiles // decided by probeSDSSocket before anything started
 	caAddr := env.CAAddr
 	if caAddr == "" {
 		caAddr = s.DiscoveryAddress

@@ -162,19 +162,27 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 	a.identity = <-identity
 	log.Info("proxy role", "ips", a.identity.IPs, "type", nodeType, "id", a.identity.ID, "domain", a.identity.DNSDomain)
 
+	a.probeSDSSocket()
+	// Envoy's bootstrap is rendered on its own goroutine from here, overlapping the set-up of
+	// the other parts; Envoy's Start waits for it. It reads only what is settled by now.
+	var rendered func() ([]byte, error)
+	if !env.DisableEnvoy {
+		a.bootstrapPath, a.renderBootstrap = bootstrapPathFor(a)
+		if a.renderBootstrap {
+			rendered = prerender(a)
+			defer rendered() // the render goroutine is waited for on every path
+		}
+	}
 	services, err := partServices(a)
 	if err != nil {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
 	if !env.DisableEnvoy {
-		a.bootstrapPath, a.renderBootstrap = bootstrapPathFor(a)
 		if a.envoy, err = supervisor.New(a.supervisorConfig(nodeType, sio)); err != nil {
 			return usageError(sio, "pilot-agent proxy", err)
 		}
 		var start func(context.Context) error
 		if a.renderBootstrap {
-			rendered := prerender(a)
-			defer rendered() // the render goroutine is waited for on every path
 			start = func(context.Context) error {
 				data, err := rendered()
 				if err != nil {
