@@ -17,6 +17,7 @@ import (
 
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/mux"
+	"github.com/wingman-mesh/wingman/perf/refagent"
 )
 
 const maxMsg = 64 << 20
@@ -86,18 +87,22 @@ func startWingman(tb testing.TB, upstream string) string {
 	return sock
 }
 
-// startReference serves the reference proxy on a Unix socket in front of upstream.
+// startReference serves the reference proxy (perf/refagent: decode and re-encode, a new
+// upstream connection per stream, as Istio's agent) on a Unix socket in front of upstream.
 func startReference(tb testing.TB, upstream string) string {
 	sock := filepath.Join(tb.TempDir(), "XDS")
 	l, err := mux.Listen(sock)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))
-	discovery.RegisterAggregatedDiscoveryServiceServer(srv, &RefProxy{Upstream: upstream, MaxBytes: maxMsg})
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(l) }()
-	tb.Cleanup(func() { srv.Stop(); <-done })
+	ref, err := refagent.New(refagent.Config{Upstream: upstream, MaxMessageBytes: maxMsg})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- ref.Serve(ctx, l) }()
+	tb.Cleanup(func() { cancel(); <-errc })
 	return sock
 }
 
