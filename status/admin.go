@@ -5,18 +5,25 @@ import (
 	"net/http/pprof"
 )
 
+// lifecyclePost admits a lifecycle request: POST, from localhost, with a Lifecycle to act on.
+// Otherwise it answers the error and returns false.
+func (s *Server) lifecyclePost(w http.ResponseWriter, r *http.Request, what string) bool {
+	switch {
+	case r.Method != http.MethodPost:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	case !isLocal(r.RemoteAddr):
+		http.Error(w, "only requests from localhost are allowed", http.StatusForbidden)
+	case s.cfg.Lifecycle == nil:
+		http.Error(w, what+" is not supported", http.StatusServiceUnavailable)
+	default:
+		return true
+	}
+	return false
+}
+
 // handleQuit is POST /quitquitquit from localhost: answer, then start an immediate exit.
 func (s *Server) handleQuit(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	if !isLocal(r.RemoteAddr) {
-		http.Error(w, "only requests from localhost are allowed", http.StatusForbidden)
-		return
-	}
-	if s.cfg.Lifecycle == nil {
-		http.Error(w, "quit is not supported", http.StatusServiceUnavailable)
+	if !s.lifecyclePost(w, r, "quit") {
 		return
 	}
 	w.Write([]byte("OK"))
@@ -29,16 +36,7 @@ func (s *Server) handleQuit(w http.ResponseWriter, r *http.Request) {
 
 // handleDrain is POST /drain from localhost: Envoy drains its listeners (native-sidecar preStop).
 func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	if !isLocal(r.RemoteAddr) {
-		http.Error(w, "only requests from localhost are allowed", http.StatusForbidden)
-		return
-	}
-	if s.cfg.Lifecycle == nil {
-		http.Error(w, "drain is not supported", http.StatusServiceUnavailable)
+	if !s.lifecyclePost(w, r, "drain") {
 		return
 	}
 	if err := s.cfg.Lifecycle.Drain(r.Context()); err != nil {
