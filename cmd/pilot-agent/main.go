@@ -1,5 +1,5 @@
 // Command pilot-agent is Wingman's drop-in replacement for Istio's sidecar agent. It accepts Istio's
-// sub-commands, flags and environment: `proxy [sidecar|router]`, `request`, `wait` and `version`.
+// sub-commands, flags and environment: `proxy [sidecar|router]`, `request`, `wait` and `version`, plus `bootstrap [--validate]`.
 //
 // Exit codes: 0 on a clean stop; 2 for usage and configuration errors found before anything is
 // started; Envoy's own exit code when Envoy exits by itself (Istio's agent exits 0 then); 255 for
