@@ -298,7 +298,11 @@ func (s *session) upstreamLoop(ctx context.Context) error {
 		if s.p.cfg.CloseOnUpstreamLoss {
 			return err
 		}
-		s.logger().Info("upstream stream lost; reconnecting", "err", err, "backoff", delay)
+		level := slog.LevelInfo // Istiod restarts and connection resets are routine
+		if c := status.Code(err); c != codes.Unavailable && c != codes.Canceled && c != codes.OK {
+			level = slog.LevelWarn // e.g. Unauthenticated: the client keeps its stream but gets nothing new
+		}
+		s.logger().Log(ctx, level, "upstream stream lost; reconnecting", "err", err, "backoff", delay)
 		wait := time.Duration(float64(delay) * (0.5 + rand.Float64())) // ±50% jitter
 		select {
 		case <-time.After(wait):
