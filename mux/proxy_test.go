@@ -48,14 +48,7 @@ func TestSotWLargeConfigsByteIdentical(t *testing.T) {
 		t.Run(fmt.Sprintf("size=%dKB", size>>10), func(t *testing.T) {
 			want := clusters(1200, size, fmt.Sprint(size))
 			i.caches[fastpath.ClusterType].SetResources(want)
-			stream, err := ads.StreamAggregatedResources(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer stream.CloseSend()
-			if err := stream.Send(&discovery.DiscoveryRequest{Node: testNode, TypeUrl: fastpath.ClusterType}); err != nil {
-				t.Fatal(err)
-			}
+			stream := subscribeClusters(t, ctx, ads)
 			resp, err := stream.Recv()
 			if err != nil {
 				t.Fatal(err)
@@ -210,14 +203,7 @@ func TestThreeDownstreamsShareOneUpstreamConnection(t *testing.T) {
 			}
 			continue
 		}
-		stream, err := ads.StreamAggregatedResources(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer stream.CloseSend()
-		if err := stream.Send(&discovery.DiscoveryRequest{Node: testNode, TypeUrl: fastpath.ClusterType}); err != nil {
-			t.Fatal(err)
-		}
+		stream := subscribeClusters(t, ctx, ads)
 		resp, err := stream.Recv()
 		if err != nil {
 			t.Fatal(err)
@@ -271,14 +257,7 @@ func TestIstiodRestartMidPush(t *testing.T) {
 					return stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: fastpath.ClusterType, ResponseNonce: nonce})
 				}
 			} else {
-				stream, err := ads.StreamAggregatedResources(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer stream.CloseSend()
-				if err := stream.Send(&discovery.DiscoveryRequest{Node: testNode, TypeUrl: fastpath.ClusterType}); err != nil {
-					t.Fatal(err)
-				}
+				stream := subscribeClusters(t, ctx, ads)
 				var last *discovery.DiscoveryResponse
 				recv = func() error {
 					r, err := stream.Recv()
@@ -358,13 +337,7 @@ func TestCloseOnUpstreamLoss(t *testing.T) {
 	_, sock := testProxy(t, i, func(c *Config) { c.CloseOnUpstreamLoss = true })
 	ctx := testCtx(t)
 	i.caches[fastpath.ClusterType].SetResources(clusters(3, 1<<10, "x"))
-	stream, err := adsClient(t, sock).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&discovery.DiscoveryRequest{Node: testNode, TypeUrl: fastpath.ClusterType}); err != nil {
-		t.Fatal(err)
-	}
+	stream := subscribeClusters(t, ctx, adsClient(t, sock))
 	if _, err := stream.Recv(); err != nil {
 		t.Fatal(err)
 	}
@@ -398,14 +371,7 @@ func TestMalformedClientFrameEndsOnlyThatStream(t *testing.T) {
 		t.Fatalf("got %v, want InvalidArgument", err)
 	}
 	// The proxy still serves other streams.
-	stream, err := adsClient(t, sock).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.CloseSend()
-	if err := stream.Send(&discovery.DiscoveryRequest{Node: testNode, TypeUrl: fastpath.ClusterType}); err != nil {
-		t.Fatal(err)
-	}
+	stream := subscribeClusters(t, ctx, adsClient(t, sock))
 	if _, err := stream.Recv(); err != nil {
 		t.Fatal(err)
 	}
@@ -436,14 +402,7 @@ func TestSlowClientBoundedMemory(t *testing.T) {
 	})
 	p, sock := testProxy(t, nil, func(c *Config) { c.Upstream = UpstreamConfig{Address: up.addr, Plaintext: true} })
 	ctx := testCtx(t)
-	stream, err := adsClient(t, sock).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.CloseSend()
-	if err := stream.Send(&discovery.DiscoveryRequest{Node: testNode, TypeUrl: fastpath.ClusterType}); err != nil {
-		t.Fatal(err)
-	}
+	stream := subscribeClusters(t, ctx, adsClient(t, sock))
 	select {
 	case <-pushed: // every push left the upstream although the client reads nothing
 	case <-ctx.Done():
@@ -567,4 +526,19 @@ func typeStream(t *testing.T, ctx context.Context, ads discovery.AggregatedDisco
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return send, types
+}
+
+// subscribeClusters opens a SotW ADS stream and sends the first Cluster request, with the node,
+// as Envoy does. The stream is half-closed when the test ends.
+func subscribeClusters(t *testing.T, ctx context.Context, ads discovery.AggregatedDiscoveryServiceClient) discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient {
+	t.Helper()
+	stream, err := ads.StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stream.CloseSend() })
+	if err := stream.Send(&discovery.DiscoveryRequest{Node: testNode, TypeUrl: fastpath.ClusterType}); err != nil {
+		t.Fatal(err)
+	}
+	return stream
 }
