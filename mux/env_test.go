@@ -2,15 +2,8 @@ package mux
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -38,6 +31,7 @@ import (
 
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/ndspb"
+	"github.com/wingman-mesh/wingman/internal/testca"
 )
 
 const (
@@ -53,28 +47,15 @@ type pki struct {
 
 func newPKI(t testing.TB) *pki {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test root"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), DNSNames: []string{istiodName},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	rootPEM, serving, err := testca.ServingPKI(time.Hour, istiodName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := filepath.Join(t.TempDir(), "root-cert.pem")
-	if err := os.WriteFile(root, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+	if err := os.WriteFile(root, rootPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &pki{rootFile: root, serving: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}
+	return &pki{rootFile: root, serving: serving}
 }
 
 // countingListener counts accepted connections.

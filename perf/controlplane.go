@@ -2,15 +2,8 @@ package perf
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"strconv"
 	"strings"
@@ -119,35 +112,11 @@ func shortType(t string) string {
 
 // servingPKI makes a root and an Istiod serving certificate signed by it.
 func servingPKI() ([]byte, tls.Certificate, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	root, cert, err := testca.ServingPKI(48*time.Hour, IstiodName, "localhost")
 	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("control plane: root key: %w", err)
+		return nil, tls.Certificate{}, fmt.Errorf("control plane: %w", err)
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "perf root"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("control plane: root certificate: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("control plane: root certificate: %w", err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("control plane: serving key: %w", err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), DNSNames: []string{IstiodName, "localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("control plane: serving certificate: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+	return root, cert, nil
 }
 
 // newServer builds a gRPC server with ADS (and, with TLS, the CA and the token check).
