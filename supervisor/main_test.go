@@ -44,8 +44,9 @@ func TestMain(m *testing.M) {
 
 // events collects the stand-in's notifications.
 type events struct {
-	url string
-	ch  chan string
+	url     string
+	ch      chan string
+	backlog []string // events read while waiting for another; owned by the test goroutine
 }
 
 func newEvents(t *testing.T) *events {
@@ -60,9 +61,17 @@ func newEvents(t *testing.T) *events {
 	return e
 }
 
-// wait returns the next event starting with prefix, skipping others.
+// wait returns the next event starting with prefix; others are kept for later waits.
 func (e *events) wait(t *testing.T, prefix string) string {
 	t.Helper()
+	// Events can arrive in any order (an orphaned grandchild may report before its parent):
+	// the ones skipped here are kept for later waits.
+	for k, ev := range e.backlog {
+		if strings.HasPrefix(ev, prefix) {
+			e.backlog = append(e.backlog[:k], e.backlog[k+1:]...)
+			return ev
+		}
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	for {
@@ -71,6 +80,7 @@ func (e *events) wait(t *testing.T, prefix string) string {
 			if strings.HasPrefix(ev, prefix) {
 				return ev
 			}
+			e.backlog = append(e.backlog, ev)
 		case <-ctx.Done():
 			t.Fatalf("no %q event from the stand-in envoy", prefix)
 		}
@@ -80,6 +90,11 @@ func (e *events) wait(t *testing.T, prefix string) string {
 // none fails if an event starting with prefix is already queued.
 func (e *events) none(t *testing.T, prefix string) {
 	t.Helper()
+	for _, ev := range e.backlog {
+		if strings.HasPrefix(ev, prefix) {
+			t.Fatalf("unexpected event %q", ev)
+		}
+	}
 	for {
 		select {
 		case ev := <-e.ch:
