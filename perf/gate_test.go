@@ -18,6 +18,9 @@ func TestPerfGate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end perf gate: runs in plain `go test` and `make perf-gate`")
 	}
+	if raceEnabled {
+		t.Skip("ratios are measured without the race detector (make gate)")
+	}
 	base, err := LoadBaseline("baseline.json")
 	if err != nil {
 		t.Fatal(err)
