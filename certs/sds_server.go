@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wingman-mesh/wingman/internal/unixsock"
 	"google.golang.org/grpc"
 )
 
@@ -113,16 +114,9 @@ func listenUnix(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("certs: SDS socket dir for %s: %w", path, err)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("certs: remove stale SDS socket %s: %w", path, err)
-	}
-	lis, err := net.Listen("unix", path)
+	lis, err := unixsock.Listen(path, 0o666)
 	if err != nil {
-		return nil, fmt.Errorf("certs: SDS listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o666); err != nil {
-		_ = lis.Close()
-		return nil, fmt.Errorf("certs: chmod SDS socket %s: %w", path, err)
+		return nil, fmt.Errorf("certs: SDS: %w", err)
 	}
 	return lis, nil
 }

@@ -2,7 +2,6 @@ package mux
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/unixsock"
 )
 
 // Proxy is the xDS proxy. Create it with New, serve with Run.
@@ -62,22 +62,16 @@ func newProxy(cfg Config, up opener, closeUp func() error, m *metrics) *Proxy {
 // goTracked runs f on a goroutine that Run waits for before returning.
 func (p *Proxy) goTracked(f func()) { p.wg.Go(f) }
 
-// Listen creates the Unix socket: a stale socket is removed, the parent directory made, and the
-// socket opened to every local user (Envoy runs as another uid), as Istio does.
+// Listen creates the Unix socket: the parent directory made, a stale socket replaced, and the
+// socket opened to every local user (Envoy runs as another uid), as Istio does. The socket file
+// appears only once it accepts connections.
 func Listen(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("mux: create socket directory: %w", err)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("mux: remove stale socket %s: %w", path, err)
-	}
-	l, err := net.Listen("unix", path)
+	l, err := unixsock.Listen(path, 0o666)
 	if err != nil {
-		return nil, fmt.Errorf("mux: listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o666); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("mux: chmod %s: %w", path, err)
+		return nil, fmt.Errorf("mux: %w", err)
 	}
 	return l, nil
 }
