@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/klauspost/compress/gzhttp"
-
 	"github.com/wingman-mesh/wingman/status/merge"
 	"github.com/wingman-mesh/wingman/status/probe"
 )
@@ -90,7 +88,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Profiling {
 		registerPprof(mux)
 	}
-	s.handler = s.track.wrap(gzhttp.GzipHandler(mux))
+	s.handler = s.track.wrap(gzipHandler(mux))
 	return s, nil
 }
 
