@@ -96,6 +96,9 @@ Available Commands:
   request     Makes an HTTP request to Envoy's admin API or the agent's status port
   wait        Waits until the Envoy proxy is ready
   version     Prints out build version information
+  istio-iptables
+              Runs Istio's own iptables programmer (kept in the image as
+              /usr/local/bin/pilot-agent-istio, or named by WINGMAN_ISTIO_IPTABLES)
   help        Help about any command
 
 Flags:
