@@ -119,6 +119,11 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
 	defer closeLog()
+	if limit, err := applyMemoryLimit(env.MemLimitRatio, "/"); err != nil {
+		log.Warn("cannot read the cgroup memory limit; GOMEMLIMIT left unset", "err", err)
+	} else if limit > 0 {
+		log.Info("GOMEMLIMIT set from the cgroup memory limit", "bytes", limit, "ratio", env.MemLimitRatio)
+	}
 
 	// Signals are caught before anything starts, so that an early SIGTERM is a clean stop.
 	sigs := make(chan os.Signal, 2)

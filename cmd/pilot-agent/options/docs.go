@@ -69,6 +69,8 @@ var Documented = []Group{
 		{"MINIMUM_DRAIN_DURATION", "5s", "with EXIT_ON_ZERO_ACTIVE_CONNECTIONS: drain at least this long"},
 		{"EXIT_ON_ZERO_ACTIVE_CONNECTIONS", "false", "on SIGTERM, stop Envoy once its active connections reach zero"},
 		{"WINGMAN_MAXIMUM_DRAIN_DURATION", "5m", "Wingman only: upper bound of the zero-connections drain"},
+		{"GOMEMLIMIT", "", "the Go runtime's soft memory limit; when unset, AUTOMEMLIMIT x the cgroup memory limit"},
+		{"AUTOMEMLIMIT", "0.9", "share of the cgroup memory limit used as GOMEMLIMIT, or off"},
 		{"WINGMAN_XDS_CLOSE_ON_UPSTREAM_LOSS", "false", "Wingman only: close Envoy's xDS stream when Istiod's goes away (Istio's behaviour) instead of reconnecting and replaying"},
 		{"WINGMAN_XDS_MAX_MESSAGE_BYTES", "67108864", "Wingman only: largest xDS message the proxy accepts in either direction"},
 		{"ENVOY_SKIP_DEPRECATED_LOGS", "true", "pass --skip-deprecated-logs"},

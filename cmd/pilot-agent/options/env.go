@@ -60,6 +60,7 @@ type Env struct {
 	MinimumDrainDuration         time.Duration
 	ExitOnZeroActiveConnections  bool
 	MaximumDrainDuration         time.Duration // WINGMAN_MAXIMUM_DRAIN_DURATION (Wingman only)
+	MemLimitRatio                float64       // AUTOMEMLIMIT; 0 when GOMEMLIMIT is set or AUTOMEMLIMIT=off
 	XDSCloseOnUpstreamLoss       bool          // WINGMAN_XDS_CLOSE_ON_UPSTREAM_LOSS (Wingman only)
 	XDSMaxMessageBytes           int           // WINGMAN_XDS_MAX_MESSAGE_BYTES (Wingman only)
 	EnvoySkipDeprecatedLogs      bool
@@ -198,6 +199,7 @@ func parse(environ []string, record bool) (*Env, map[string]bool, error) {
 	e.MinimumDrainDuration = p.duration("MINIMUM_DRAIN_DURATION", 5*time.Second)
 	e.ExitOnZeroActiveConnections = p.boolean("EXIT_ON_ZERO_ACTIVE_CONNECTIONS", false)
 	e.MaximumDrainDuration = p.duration("WINGMAN_MAXIMUM_DRAIN_DURATION", 5*time.Minute)
+	e.MemLimitRatio = p.memLimitRatio()
 	e.XDSCloseOnUpstreamLoss = p.boolean("WINGMAN_XDS_CLOSE_ON_UPSTREAM_LOSS", false)
 	e.XDSMaxMessageBytes = p.integer("WINGMAN_XDS_MAX_MESSAGE_BYTES", 64<<20, 1<<10, 1<<31-1)
 	e.EnvoySkipDeprecatedLogs = p.boolean("ENVOY_SKIP_DEPRECATED_LOGS", true)

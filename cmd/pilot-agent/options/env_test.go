@@ -67,10 +67,32 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{"ISTIO_KUBE_APP_PROBERS={not json", "ISTIO_KUBE_APP_PROBERS"},
 		{"ISTIO_GPRC_MAXSTREAMS=0", "ISTIO_GPRC_MAXSTREAMS"},
 		{"PEER_METADATA_DISCOVERY=maybe", "PEER_METADATA_DISCOVERY"},
+		{"AUTOMEMLIMIT=0", "AUTOMEMLIMIT"},
+		{"AUTOMEMLIMIT=1.2", "AUTOMEMLIMIT"},
+		{"AUTOMEMLIMIT=on", "AUTOMEMLIMIT"},
 	} {
 		_, err := Parse([]string{tc.kv})
 		if err == nil || !strings.Contains(err.Error(), tc.name) {
 			t.Errorf("%s: err = %v, want it to name %s", tc.kv, err, tc.name)
+		}
+	}
+}
+
+func TestMemLimitRatio(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want float64
+	}{
+		{nil, 0.9}, // Istio's agent: automemlimit's default
+		{[]string{"AUTOMEMLIMIT=0.5"}, 0.5},
+		{[]string{"AUTOMEMLIMIT=1"}, 1},
+		{[]string{"AUTOMEMLIMIT=off"}, 0},
+		{[]string{"GOMEMLIMIT=300MiB"}, 0}, // the runtime applies it
+		{[]string{"GOMEMLIMIT=300MiB", "AUTOMEMLIMIT=0.5"}, 0},
+	} {
+		e, err := Parse(tc.env)
+		if err != nil || e.MemLimitRatio != tc.want {
+			t.Errorf("%v: ratio %v, %v; want %v", tc.env, e.MemLimitRatio, err, tc.want)
 		}
 	}
 }

@@ -117,6 +117,28 @@ func (p *parser) ratio(name string, def float64) float64 {
 	return f
 }
 
+// memLimitRatio is the share of the cgroup memory limit the agent gives the Go runtime as its
+// soft limit, as Istio's agent (automemlimit): AUTOMEMLIMIT in (0, 1], default 0.9; 0 when
+// AUTOMEMLIMIT is "off" or GOMEMLIMIT is set (the runtime applies that itself).
+func (p *parser) memLimitRatio() float64 {
+	v, _ := p.raw("AUTOMEMLIMIT")
+	if g, _ := p.raw("GOMEMLIMIT"); g != "" {
+		return 0
+	}
+	switch v {
+	case "":
+		return 0.9
+	case "off":
+		return 0
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f > 0 && f <= 1) {
+		p.fail("AUTOMEMLIMIT", v, errors.New(`want a ratio in (0, 1] or "off"`))
+		return 0
+	}
+	return f
+}
+
 func (p *parser) enum(name, def string, allowed ...string) string {
 	v, ok := p.raw(name)
 	if !ok || v == "" {
