@@ -47,8 +47,8 @@ func TestIstioIptablesExecsIstiosAgent(t *testing.T) {
 		name string
 		want []string // arguments the programmer sees
 	}{
-		{"pilot-agent-istio", append([]string(nil), injectorArgs...)}, // Istio's agent: its sub-command first
-		{"istio-iptables", append([]string(nil), injectorArgs[1:]...)},   // standalone: the flags only
+		{"pilot-agent-istio", append([]string(nil), injectorArgs...)},  // Istio's agent: its sub-command first
+		{"istio-iptables", append([]string(nil), injectorArgs[1:]...)}, // standalone: the flags only
 	} {
 		path, record := fakeProgrammer(t, tc.name)
 		c, code, stderr := runAgent(t, []string{iptablesEnv + "=" + path, "ISTIO_META_DNS_CAPTURE=true"}, injectorArgs...)
