@@ -14,7 +14,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/pilot-agent
 
 # The README's test command: vet, every test under the race detector, every fuzz target briefly.
-test: vet race gate fuzz
+test: lint race gate fuzz
 
 vet:
 	$(GO) vet ./...
