@@ -13,8 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wingman-mesh/wingman/internal/unixsock"
 	"google.golang.org/grpc"
+
+	"github.com/wingman-mesh/wingman/internal/unixsock"
 )
 
 // secretSource is what the SDS server needs from the secret manager.
@@ -82,8 +83,7 @@ func (s *Server) Run(ctx context.Context) error {
 		err = fmt.Errorf("certs: serve SDS on %s: %w", s.path, err)
 	}
 	s.streams.Wait()
-	_ = os.Remove(s.path)
-	return err
+	return err // the listener removed the socket when it closed (unless another has replaced it)
 }
 
 // listen creates the socket (mode 0666, parent made, stale file removed), retrying up to five

@@ -263,3 +263,18 @@ func TestProbeSDSSocket(t *testing.T) {
 		t.Fatal("stale socket not removed")
 	}
 }
+
+// TestSocketRemovedOnStop: the SDS socket exists while the server runs and is gone once it
+// has stopped.
+func TestSocketRemovedOnStop(t *testing.T) {
+	path := filepath.Join(tempDir(t), "sds.sock")
+	t.Run("serve", func(t *testing.T) {
+		e := newEnv(t, func(c *Config) { c.SDSSocketPath = path })
+		if fi, err := os.Stat(e.srv.Path()); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			t.Fatalf("socket while serving: %v", err)
+		}
+	})
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("socket left behind after the server stopped: %v", err)
+	}
+}
