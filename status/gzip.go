@@ -104,8 +104,12 @@ func (w *gzipResponseWriter) decide(next []byte, big bool) error {
 	w.decided = true
 	h := w.Header()
 	if h.Get("Content-Type") == "" && len(w.buf)+len(next) > 0 {
-		// What net/http would sniff had the handler written directly.
-		h.Set("Content-Type", http.DetectContentType(append(w.buf[:len(w.buf):len(w.buf)], next...)))
+		// What net/http would sniff had the handler written directly (from the first 512 bytes).
+		sniff := w.buf
+		if len(sniff) < 512 {
+			sniff = append(sniff[:len(sniff):len(sniff)], next[:min(len(next), 512-len(sniff))]...)
+		}
+		h.Set("Content-Type", http.DetectContentType(sniff))
 	}
 	if big && w.compressible(next) {
 		h.Set("Content-Encoding", "gzip")
