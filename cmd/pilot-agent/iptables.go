@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -54,8 +55,15 @@ func iptablesArgv(args []string, explicit string) ([]string, error) {
 				"keep Istio's pilot-agent in the image as %s (or a standalone istio-iptables), "+
 				"or name it with %s", iptablesCandidates[0], iptablesEnv)
 		}
-	} else if !isExecutable(path) {
-		return nil, fmt.Errorf("%s=%q: not an executable file", iptablesEnv, path)
+	} else {
+		if !strings.Contains(path, "/") { // a bare name is looked up on PATH, as a shell would
+			if p, err := exec.LookPath(path); err == nil {
+				path = p
+			}
+		}
+		if !isExecutable(path) {
+			return nil, fmt.Errorf("%s=%q: not an executable file", iptablesEnv, explicit)
+		}
 	}
 	if filepath.Base(path) == "istio-iptables" {
 		return append([]string{path}, args...), nil
