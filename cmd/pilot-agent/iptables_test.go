@@ -91,3 +91,24 @@ func TestIstioIptablesWithoutProgrammer(t *testing.T) {
 		t.Errorf("none found: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestIstioIptablesOnPath: with no programmer at the image's paths, an istio-iptables on PATH
+// is used, found by default or named bare in WINGMAN_ISTIO_IPTABLES.
+func TestIstioIptablesOnPath(t *testing.T) {
+	for _, c := range iptablesCandidates {
+		if isExecutable(c) {
+			t.Skipf("%s exists on this machine", c)
+		}
+	}
+	path, record := fakeProgrammer(t, "istio-iptables")
+	for _, env := range [][]string{nil, {iptablesEnv + "=istio-iptables"}} {
+		os.Remove(record)
+		env = append(env, "PATH="+filepath.Dir(path)+":/usr/bin:/bin")
+		if _, code, stderr := runAgent(t, env, injectorArgs...); code != 7 {
+			t.Fatalf("%v: exit %d, want the programmer's 7; stderr: %s", env, code, stderr)
+		}
+		if _, err := os.Stat(record); err != nil {
+			t.Fatalf("%v: the programmer on PATH did not run", env)
+		}
+	}
+}
