@@ -176,7 +176,8 @@ func TestGzipFlushStreams(t *testing.T) {
 		})))
 		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
 		req.Header.Set("Accept-Encoding", "gzip")
-		resp, err := http.DefaultTransport.RoundTrip(req)
+		tr := &http.Transport{DisableCompression: true}
+		resp, err := tr.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,6 +197,7 @@ func TestGzipFlushStreams(t *testing.T) {
 			t.Fatalf("rest %q, %v", rest, err)
 		}
 		resp.Body.Close()
+		tr.CloseIdleConnections()
 		srv.Close()
 	}
 }
