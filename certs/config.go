@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/wingman-mesh/wingman/internal/metric"
 )
 
 // KeyType selects the workload key algorithm.
@@ -100,9 +100,9 @@ type Config struct {
 	RetryMax     time.Duration
 	CAAttempts   int
 
-	Clock      Clock                 // nil → real time
-	Logger     *slog.Logger          // nil → discard
-	Registerer prometheus.Registerer // nil → metrics are kept but not exported
+	Clock      Clock            // nil → real time
+	Logger     *slog.Logger     // nil → discard
+	Registerer *metric.Registry // nil → metrics are kept but not exported
 }
 
 func (c Config) withDefaults() Config {

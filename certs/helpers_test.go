@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,12 +19,12 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/internal/testca"
 )
 
@@ -126,7 +127,7 @@ type env struct {
 	dir   string
 	clock *fakeClock
 	ca    *testca.CA
-	reg   *prometheus.Registry
+	reg   *metric.Registry
 	logs  chan slog.Record
 	m     *Manager
 	srv   *Server
@@ -151,7 +152,7 @@ func newEnv(t testing.TB, mutate func(*Config)) *env {
 func newEnvWith(t testing.TB, mode testca.Mode, mutate func(*Config)) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	e := &env{t: t, ctx: ctx, dir: tempDir(t), clock: newFakeClock(), reg: prometheus.NewRegistry(),
+	e := &env{t: t, ctx: ctx, dir: tempDir(t), clock: newFakeClock(), reg: metric.NewRegistry(),
 		logs: make(chan slog.Record, 256)}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -218,14 +219,20 @@ func write(t testing.TB, path, data string) {
 }
 
 // counter reads a counter of the env's registry by full name.
+// counter reads the first series of the family name, whatever its labels, from the text the
+// registry exports.
 func (e *env) counter(name string) float64 {
-	mfs, err := e.reg.Gather()
-	if err != nil {
+	var b strings.Builder
+	if err := e.reg.WriteText(&b); err != nil {
 		e.t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+	for line := range strings.SplitSeq(b.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
+			v, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+			if err != nil {
+				e.t.Fatalf("%s: %v", line, err)
+			}
+			return v
 		}
 	}
 	return 0

@@ -14,7 +14,7 @@ import (
 //   - lookup: map indexing with string(bytes) does not copy; the table is one atomic load.
 //   - encode: records are pre-encoded per host and copied after a compression pointer; the
 //     shuffle uses worker scratch that grew on the warm-up call.
-//   - metrics: a prometheus counter Inc is an atomic add.
+//   - metrics: a counter Inc is an atomic add.
 //   - send: WriteToUDPAddrPort takes a netip.AddrPort, so no net.UDPAddr is built.
 func TestTableHitAllocs(t *testing.T) {
 	if testing.Short() {

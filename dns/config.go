@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/wingman-mesh/wingman/internal/metric"
 )
 
 // Defaults for the zero values of Config.
@@ -59,7 +59,7 @@ type Config struct {
 	// Logger receives operational logs; nil discards them.
 	Logger *slog.Logger
 	// Registerer receives the istio_agent_dns_* metrics; nil registers none.
-	Registerer prometheus.Registerer
+	Registerer *metric.Registry
 }
 
 // withDefaults returns c with zero values replaced by defaults, or an error naming the

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	mdns "github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/internal/ndspb"
 )
 
@@ -180,7 +181,7 @@ func TestUpstreamFailures(t *testing.T) {
 		{"none", func(t *testing.T) []netip.AddrPort { return nil }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			reg := prometheus.NewRegistry()
+			reg := metric.NewRegistry()
 			s := newTestServer(t, Config{ForwardTimeout: 300 * time.Millisecond, Registerer: reg}, c.server(t)...)
 			if err := s.UpdateNameTable(marshalTable(t, testTable())); err != nil {
 				t.Fatal(err)
@@ -371,7 +372,7 @@ func TestIPv6Listener(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
+	reg := metric.NewRegistry()
 	_, addr, _ := startLoaded(t, Config{Registerer: reg})
 	ask(t, "udp", addr, "productpage.", mdns.TypeA, 0)
 	ask(t, "udp", addr, "example.org.", mdns.TypeA, 0)
@@ -385,31 +386,18 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
-	mfs, _ := reg.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() == "istio_agent_dns_upstream_request_duration_seconds" {
-			if n := mf.GetMetric()[0].GetHistogram().GetSampleCount(); n != 2 {
-				t.Errorf("duration samples %d, want 2", n)
-			}
-			return
-		}
+	if n, ok := reg.Value("istio_agent_dns_upstream_request_duration_seconds"); !ok || n != 2 {
+		t.Errorf("duration samples %v (registered: %v), want 2", n, ok)
 	}
-	t.Error("no istio_agent_dns_upstream_request_duration_seconds")
 }
 
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+func counter(t *testing.T, reg *metric.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := reg.Value(name)
+	if !ok {
+		t.Fatalf("metric %s not registered", name)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("metric %s not registered", name)
-	return 0
+	return v
 }
 
 func TestNDSZ(t *testing.T) {

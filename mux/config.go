@@ -7,9 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/metric"
 )
 
 // Handler consumes the resources of one of the agent's own subscriptions (the Any.value bytes
@@ -44,7 +43,7 @@ type Config struct {
 	// Backoff is the reconnection backoff (default 100ms doubling to 15s, ±50% jitter).
 	Backoff    Backoff
 	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Registerer *metric.Registry // nil: counted, not exported
 }
 
 // UpstreamConfig describes how to reach Istiod.

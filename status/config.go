@@ -10,7 +10,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/wingman-mesh/wingman/internal/metric"
 )
 
 // ReadyChecker reports whether a component has what it needs to serve (the DNS proxy: its
@@ -91,10 +91,10 @@ type Config struct {
 
 	// Gatherer is the agent's own registry (see NewAgentRegistry), written first in the
 	// merged metrics; nil leaves it out.
-	Gatherer prometheus.Gatherer
+	Gatherer *metric.Registry
 	// Registerer receives the server's own metrics (startup_duration_seconds, scrapes_total,
 	// scrape_failures_total); it is expected to add the istio_agent_ prefix. Nil: none.
-	Registerer prometheus.Registerer
+	Registerer *metric.Registry
 	// ProcessStart is when the process started, for startup_duration_seconds.
 	ProcessStart time.Time
 	// Now is the clock; nil means time.Now.

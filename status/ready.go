@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // errTerminated is readiness once shutdown has begun.
@@ -107,14 +105,8 @@ func (r *readiness) recordStartup() {
 	if r.cfg.Registerer == nil || r.cfg.ProcessStart.IsZero() {
 		return
 	}
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "startup_duration_seconds",
-		Help: "The time from the process start to the first successful readiness check.",
-	})
-	g.Set(r.cfg.Now().Sub(r.cfg.ProcessStart).Seconds())
-	if err := r.cfg.Registerer.Register(g); err != nil {
-		r.cfg.Logger.Warn("registering startup_duration_seconds", "error", err)
-	}
+	r.cfg.Registerer.Gauge("startup_duration_seconds",
+		"The time from the process start to the first successful readiness check.").Set(r.cfg.Now().Sub(r.cfg.ProcessStart).Seconds())
 }
 
 func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/wingman-mesh/wingman/internal/metric"
 )
 
 type flag struct{ v atomic.Bool }
@@ -165,19 +165,13 @@ func FuzzParseEnvoyStats(f *testing.F) {
 	})
 }
 
-func gaugeValue(t testing.TB, g prometheus.Gatherer, name string) float64 {
+func gaugeValue(t testing.TB, r *metric.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := r.Value(name)
+	if !ok {
+		t.Fatalf("%s not found", name)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("%s not found", name)
-	return 0
+	return v
 }
 
 func BenchmarkReadiness(b *testing.B) {

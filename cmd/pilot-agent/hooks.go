@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/wingman-mesh/wingman/bootstrap"
@@ -21,6 +20,7 @@ import (
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
 	"github.com/wingman-mesh/wingman/dns"
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/mux"
 	"github.com/wingman-mesh/wingman/status"
 )
@@ -178,7 +178,7 @@ func (a *agent) probeSDSSocket() {
 }
 
 // certParts builds the secret manager and, unless Envoy is disabled, the SDS server.
-func (a *agent) certParts(reg prometheus.Registerer) (*certs.Manager, *certs.Server, error) {
+func (a *agent) certParts(reg *metric.Registry) (*certs.Manager, *certs.Server, error) {
 	env, s := a.env, a.settings
 	sdsPath := a.sdsSocketPath()
 	serveOnlyFiles := a.serveOnlyFiles // decided by probeSDSSocket before anything started
@@ -218,7 +218,7 @@ func (a *agent) certParts(reg prometheus.Registerer) (*certs.Manager, *certs.Ser
 }
 
 // xdsProxy builds the xDS proxy with its one upstream connection to Istiod.
-func (a *agent) xdsProxy(reg prometheus.Registerer, m *certs.Manager, d *dns.Server) (*mux.Proxy, error) {
+func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) (*mux.Proxy, error) {
 	env, s := a.env, a.settings
 	addr := s.DiscoveryAddress
 	up := mux.UpstreamConfig{

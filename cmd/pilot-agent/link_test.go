@@ -12,7 +12,8 @@ import (
 // wire; bootstrap --validate reads an embedded descriptor set), and not text/template's executor,
 // whose reflect.Value.MethodByName makes the linker keep every exported method in the binary
 // (bootstrap/internal/tmpl executes custom templates instead), and not klauspost/compress
-// (status compresses with the standard library's gzip, which runtime/pprof links anyway).
+// (status compresses with the standard library's gzip, which runtime/pprof links anyway), and
+// not prometheus/client_golang (internal/metric writes the text format).
 func TestLinkDenyList(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -23,7 +24,8 @@ func TestLinkDenyList(t *testing.T) {
 	}
 	deps := strings.Fields(string(out))
 	for _, deny := range []string{"github.com/envoyproxy/go-control-plane/", "github.com/cncf/xds/",
-		"github.com/envoyproxy/protoc-gen-validate/", "html/template", "github.com/klauspost/compress/"} {
+		"github.com/envoyproxy/protoc-gen-validate/", "html/template", "github.com/klauspost/compress/",
+		"github.com/prometheus/"} {
 		for _, p := range deps {
 			if strings.HasPrefix(p, deny) {
 				t.Errorf("pilot-agent links %s", p)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-
 	"strings"
 	"sync"
 	"syscall"

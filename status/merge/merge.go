@@ -12,8 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
+	"github.com/wingman-mesh/wingman/internal/metric"
 )
 
 // Defaults for the per-target bounds.
@@ -23,10 +22,15 @@ const (
 	bufSize         = 32 << 10
 )
 
+// AgentMetrics writes the agent's own metrics in Prometheus' text format.
+type AgentMetrics interface {
+	WriteText(w io.Writer) error
+}
+
 // Config configures a Merger.
 type Config struct {
 	// Agent is the agent's own registry, written first in text format; nil skips it.
-	Agent prometheus.Gatherer
+	Agent AgentMetrics
 	// EnvoyURL is Envoy's Prometheus endpoint (http://localhost:15090/stats/prometheus);
 	// "" skips Envoy. The scraper's query string is appended.
 	EnvoyURL string
@@ -39,7 +43,7 @@ type Config struct {
 	Timeout time.Duration
 	// Registerer receives scrapes_total and scrape_failures_total{type}; it is expected to add
 	// the istio_agent_ prefix. Nil registers nothing.
-	Registerer prometheus.Registerer
+	Registerer *metric.Registry
 	// Logger receives scrape failures at debug level; nil discards.
 	Logger *slog.Logger
 }
@@ -48,9 +52,8 @@ type Config struct {
 type Merger struct {
 	cfg      Config
 	client   *http.Client
-	scrapes  prometheus.Counter
-	failures *prometheus.CounterVec
-	textFmt  expfmt.Format
+	scrapes  *metric.Counter
+	failures *metric.CounterVec
 }
 
 // Failure kinds, the values of scrape_failures_total's type label.
@@ -80,40 +83,11 @@ func New(cfg Config) (*Merger, error) {
 			MaxIdleConnsPerHost: 2,
 			IdleConnTimeout:     90 * time.Second,
 		}},
-		scrapes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "scrapes_total", Help: "The total number of scrapes of the merged metrics endpoint.",
-		}),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "scrape_failures_total", Help: "The total number of failed scrapes, by source.",
-		}, []string{"type"}),
-		textFmt: expfmt.NewFormat(expfmt.TypeTextPlain),
-	}
-	if cfg.Registerer != nil {
-		var err error
-		if m.scrapes, err = register(cfg.Registerer, m.scrapes); err != nil {
-			return nil, err
-		}
-		if m.failures, err = register(cfg.Registerer, m.failures); err != nil {
-			return nil, err
-		}
+		// Get-or-create: a second Merger on the same registry counts into the same series.
+		scrapes:  cfg.Registerer.Counter("scrapes_total", "The total number of scrapes of the merged metrics endpoint."),
+		failures: cfg.Registerer.CounterVec("scrape_failures_total", "The total number of failed scrapes, by source.", "type"),
 	}
 	return m, nil
-}
-
-// register registers c, or reuses the identical collector already there (a second Merger on
-// the same registry counts into the same series).
-func register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
-	err := r.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("registering merged-metrics counters: %w", err)
 }
 
 // upstream is one target's response (or failure) for one scrape.
@@ -237,19 +211,10 @@ func (m *Merger) get(ctx context.Context, in *http.Request, u *upstream) (*http.
 	return resp, nil
 }
 
-func (m *Merger) writeAgent(w io.Writer) error {
-	mfs, gerr := m.cfg.Agent.Gather()
-	enc := expfmt.NewEncoder(w, m.textFmt)
-	for _, mf := range mfs {
-		if err := enc.Encode(mf); err != nil {
-			return fmt.Errorf("encoding %s: %w", mf.GetName(), err)
-		}
-	}
-	return gerr // a partial gather still writes what it got
-}
+func (m *Merger) writeAgent(w io.Writer) error { return m.cfg.Agent.WriteText(w) }
 
 func (m *Merger) fail(kind, what string, err error) {
-	m.failures.WithLabelValues(kind).Inc()
+	m.failures.With(kind).Inc()
 	if errors.Is(err, context.Canceled) {
 		return // the scraper went away
 	}

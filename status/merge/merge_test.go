@@ -13,41 +13,31 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
+
+	"github.com/wingman-mesh/wingman/internal/metric"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // agentRegistry is a registry with the istio_agent_ prefix and one recorded counter.
-func agentRegistry(t testing.TB) (*prometheus.Registry, prometheus.Registerer) {
+func agentRegistry(t testing.TB) (*metric.Registry, *metric.Registry) {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	wrapped := prometheus.WrapRegistererWithPrefix("istio_agent_", reg)
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "xds_proxy_requests", Help: "requests"})
-	wrapped.MustRegister(c)
-	c.Add(3)
+	reg := metric.NewRegistry()
+	wrapped := reg.WithPrefix("istio_agent_")
+	wrapped.Counter("xds_proxy_requests", "requests").Add(3)
 	return reg, wrapped
 }
 
-// counterValue reads a counter (optionally one label value) from a gatherer.
-func counterValue(t testing.TB, g prometheus.Gatherer, name, label string) float64 {
+// counterValue reads a counter, optionally the series of one "type" label value.
+func counterValue(t testing.TB, r *metric.Registry, name, label string) float64 {
 	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
+	var labels []string
+	if label != "" {
+		labels = []string{"type", label}
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label == "" || (len(m.GetLabel()) > 0 && m.GetLabel()[0].GetValue() == label) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	v, _ := r.Value(name, labels...)
+	return v
 }
 
 type seenReq struct {
