@@ -56,9 +56,11 @@ func FuzzPeekRequest(f *testing.F) {
 			t.Fatalf("reference decoder accepts %x but peek fails: %v", b, err)
 		}
 		if r.TypeURL != ref.TypeUrl || r.Nonce != ref.ResponseNonce || r.Version != ref.VersionInfo ||
-			r.Names != len(ref.ResourceNames) || r.HasError != (ref.ErrorDetail != nil) || r.NodeID != ref.GetNode().GetId() {
+			r.Names != len(ref.ResourceNames) || r.HasError != (ref.ErrorDetail != nil) || r.NodeID != ref.GetNode().GetId() ||
+			r.ErrorMsg != ref.GetErrorDetail().GetMessage() {
 			t.Fatalf("peek %+v disagrees with reference %v", r, &ref)
 		}
+		checkNode(t, r.Node, ref.GetNode())
 		out, err := p.AppendWithout(nil, split(b, chunkOf(b)), func(f int) bool { return f == reqNonce })
 		if err != nil {
 			t.Fatalf("strip: %v", err)
@@ -99,9 +101,12 @@ func FuzzPeekDelta(f *testing.F) {
 			if err != nil {
 				t.Fatalf("reference accepts but peek fails: %v", err)
 			}
-			if r.TypeURL != ref.TypeUrl || r.Nonce != ref.ResponseNonce || subs != len(ref.ResourceNamesSubscribe) || unsubs != len(ref.ResourceNamesUnsubscribe) {
+			if r.TypeURL != ref.TypeUrl || r.Nonce != ref.ResponseNonce || subs != len(ref.ResourceNamesSubscribe) ||
+				unsubs != len(ref.ResourceNamesUnsubscribe) || r.NodeID != ref.GetNode().GetId() ||
+				r.HasError != (ref.ErrorDetail != nil) || r.ErrorMsg != ref.GetErrorDetail().GetMessage() {
 				t.Fatalf("peek %+v disagrees with reference %v", r, &ref)
 			}
+			checkNode(t, r.Node, ref.GetNode())
 			return
 		}
 		var r DeltaResponse
@@ -128,4 +133,20 @@ func FuzzPeekDelta(f *testing.F) {
 			t.Fatalf("%d bodies, reference has %d", len(bodies), withBody)
 		}
 	})
+}
+
+// checkNode checks that the node bytes the peek kept decode as the reference's node (repeated
+// occurrences merged), since the proxy replays exactly those bytes to Istiod.
+func checkNode(t *testing.T, got []byte, want *core.Node) {
+	t.Helper()
+	if want == nil {
+		if got != nil {
+			t.Fatalf("peek kept node bytes %x for a request without a node", got)
+		}
+		return
+	}
+	var n core.Node
+	if err := proto.Unmarshal(got, &n); err != nil || !proto.Equal(&n, want) {
+		t.Fatalf("peek's node %x decodes as %v (%v), reference %v", got, &n, err, want)
+	}
 }

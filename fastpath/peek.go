@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/mem"
 )
@@ -124,8 +125,12 @@ func (p *Peeker) readString(c *Cursor, intern bool) (string, error) {
 	return string(b), nil
 }
 
-// readNode copies the node message and reads its id.
-func (p *Peeker) readNode(c *Cursor) (id string, node []byte, err error) {
+// readNode copies one occurrence of the node field after node, the earlier occurrences, and
+// reads its id. Protobuf merges repeated occurrences of a message field: the concatenated
+// encodings decode as that merge, and a later id overrides an earlier one, so id is kept when
+// this occurrence has none. Envoy sends the node once; the merge keeps the proxy's view (the
+// replayed node, the logged id) equal to what Istiod decodes.
+func (p *Peeker) readNode(c *Cursor, id string, node []byte) (string, []byte, error) {
 	n, err := c.Length()
 	if err != nil {
 		return "", nil, err
@@ -134,15 +139,20 @@ func (p *Peeker) readNode(c *Cursor) (id string, node []byte, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	node = make([]byte, n)
+	start := len(node)
+	node = slices.Grow(node, n)[:start+n]
+	if node == nil {
+		node = []byte{} // present though empty: the request carries a node
+	}
+	dst := node[start:]
 	cp := sub
-	b, err := cp.Bytes(n, &node)
+	b, err := cp.Bytes(n, &dst)
 	if err != nil {
 		return "", nil, err
 	}
-	copy(node, b) // a no-op when Bytes already copied into node
+	copy(node[start:], b) // a no-op when Bytes already copied into node
 
-	nc := BytesCursor(node)
+	nc := BytesCursor(node[start:])
 	for {
 		f, wt, done, err := nc.Next()
 		if err != nil {
@@ -163,8 +173,9 @@ func (p *Peeker) readNode(c *Cursor) (id string, node []byte, err error) {
 	}
 }
 
-// readStatus reads a google.rpc.Status and returns its message.
-func (p *Peeker) readStatus(c *Cursor) (string, error) {
+// readStatus reads a google.rpc.Status and returns its message, or msg (an earlier
+// occurrence's, merged as protobuf does) when it has none.
+func (p *Peeker) readStatus(c *Cursor, msg string) (string, error) {
 	n, err := c.Length()
 	if err != nil {
 		return "", err
@@ -173,7 +184,6 @@ func (p *Peeker) readStatus(c *Cursor) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	msg := ""
 	for {
 		f, wt, done, err := sub.Next()
 		if err != nil {
@@ -223,10 +233,10 @@ func (p *Peeker) PeekRequest(data mem.BufferSlice, r *Request) error {
 			r.Names++
 			err = c.SkipValue(wt)
 		case reqNode:
-			r.NodeID, r.Node, err = p.readNode(&c)
+			r.NodeID, r.Node, err = p.readNode(&c, r.NodeID, r.Node)
 		case reqError:
 			r.HasError = true
-			r.ErrorMsg, err = p.readStatus(&c)
+			r.ErrorMsg, err = p.readStatus(&c, r.ErrorMsg)
 		default:
 			err = c.SkipValue(wt)
 		}
@@ -296,7 +306,7 @@ func (p *Peeker) PeekDeltaRequest(data mem.BufferSlice, r *DeltaRequest, visit f
 		}
 		switch f {
 		case dreqNode:
-			r.NodeID, r.Node, err = p.readNode(&c)
+			r.NodeID, r.Node, err = p.readNode(&c, r.NodeID, r.Node)
 		case dreqTypeURL:
 			r.TypeURL, err = p.readString(&c, true)
 		case dreqNonce:
@@ -318,7 +328,7 @@ func (p *Peeker) PeekDeltaRequest(data mem.BufferSlice, r *DeltaRequest, visit f
 			}
 		case dreqError:
 			r.HasError = true
-			r.ErrorMsg, err = p.readStatus(&c)
+			r.ErrorMsg, err = p.readStatus(&c, r.ErrorMsg)
 		default:
 			err = c.SkipValue(wt)
 		}
