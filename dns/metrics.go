@@ -11,7 +11,7 @@ type metrics struct {
 	upstreamDuration *metric.Histogram
 }
 
-func newMetrics(reg *metric.Registry) (*metrics, error) {
+func newMetrics(reg *metric.Registry) *metrics {
 	return &metrics{
 		requests: reg.Counter("istio_agent_dns_requests_total",
 			"DNS queries received by the agent's DNS proxy."),
@@ -21,5 +21,5 @@ func newMetrics(reg *metric.Registry) (*metrics, error) {
 			"Forwarded DNS queries that got no usable upstream reply (answered SERVFAIL)."),
 		upstreamDuration: reg.Histogram("istio_agent_dns_upstream_request_duration_seconds",
 			"Time taken by forwarded DNS queries, in seconds.", []float64{.001, .005, .01, .1, 1, 5}),
-	}, nil
+	}
 }

@@ -65,10 +65,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	met, err := newMetrics(cfg.Registerer)
-	if err != nil {
-		return nil, err
-	}
+	met := newMetrics(cfg.Registerer)
 	s := &Server{
 		cfg:      cfg,
 		log:      cfg.Logger,

@@ -17,14 +17,14 @@ type metrics struct {
 	upTerms, downTerms  *metric.CounterVec
 }
 
-func newMetrics(reg *metric.Registry) (*metrics, error) {
+func newMetrics(reg *metric.Registry) *metrics {
 	return &metrics{
 		requests:   reg.Counter("istio_agent_xds_proxy_requests", "Requests forwarded from clients to Istiod."),
 		responses:  reg.Counter("istio_agent_xds_proxy_responses", "Responses forwarded from Istiod to clients."),
 		upFailures: reg.Counter("istio_agent_istiod_connection_failures", "Failed attempts to open an upstream stream to Istiod."),
 		upTerms:    reg.CounterVec("istio_agent_istiod_connection_terminations", "Upstream streams to Istiod that ended.", "type"),
 		downTerms:  reg.CounterVec("istio_agent_envoy_connection_terminations", "Client streams that ended.", "type"),
-	}, nil
+	}
 }
 
 func (m *metrics) downTerm(kind string) { m.downTerms.With(kind).Inc() }

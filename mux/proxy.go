@@ -39,10 +39,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.Registerer)
-	if err != nil {
-		return nil, fmt.Errorf("mux: metrics: %w", err)
-	}
+	m := newMetrics(cfg.Registerer)
 	up, err := dialUpstream(&cfg)
 	if err != nil {
 		return nil, err
