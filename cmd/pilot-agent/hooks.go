@@ -92,6 +92,12 @@ func partServices(a *agent) ([]lifecycle.Service, error) {
 		services = append(services, lifecycle.Service{Name: "dns", Run: dnsServer.Run, KeepDuringDrain: true})
 	}
 
+	if cred, err := credentialService(a); err != nil {
+		return nil, err
+	} else if cred != nil {
+		services = append(services, *cred)
+	}
+
 	manager, sds, err := a.certParts(reg)
 	if err != nil {
 		return nil, err
