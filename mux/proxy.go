@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
@@ -107,15 +106,15 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 func (p *Proxy) newServer() *grpc.Server {
 	srv := grpc.NewServer(
 		grpc.ForceServerCodecV2(fastpath.Codec{}),
-		grpc.MaxRecvMsgSize(p.cfg.MaxMessageBytes),
+		grpc.MaxRecvMsgSize(p.cfg.Downstream.MaxRecvMsgBytes),
 		grpc.MaxSendMsgSize(p.cfg.MaxMessageBytes),
-		grpc.MaxConcurrentStreams(100000),
+		grpc.MaxConcurrentStreams(p.cfg.Downstream.MaxConcurrentStreams),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
 		grpc.ReadBufferSize(ioBuffer),
 		grpc.WriteBufferSize(ioBuffer),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: p.cfg.Downstream.KeepaliveTime, Timeout: p.cfg.Downstream.KeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: p.cfg.Downstream.KeepaliveTime / 2, PermitWithoutStream: true}),
 	)
 	srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: adsService,

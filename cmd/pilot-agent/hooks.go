@@ -257,6 +257,8 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) 
 	return mux.New(mux.Config{
 		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes,
 		MaxMessageBytes: env.XDSMaxMessageBytes, CloseOnUpstreamLoss: env.XDSCloseOnUpstreamLoss,
+		Downstream: mux.DownstreamLimits{MaxRecvMsgBytes: env.GRPCMaxRecvMsgSize, MaxConcurrentStreams: uint32(env.GRPCMaxStreams),
+			KeepaliveTime: env.GRPCKeepaliveInterval, KeepaliveTimeout: env.GRPCKeepaliveTimeout},
 		Logger: a.log.With("part", "xds-proxy"), Registerer: reg,
 	})
 }

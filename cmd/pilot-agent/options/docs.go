@@ -100,10 +100,10 @@ var Documented = []Group{
 		{"WASM_HTTP_REQUEST_TIMEOUT", "15s", "Wasm download timeout"},
 		{"WASM_HTTP_REQUEST_MAX_RETRIES", "5", "Wasm download retries"},
 		{"BLOCKED_CIDRS_IN_WASM_FETCH", "", "CIDRs Wasm downloads may not reach (comma-separated)"},
-		{"GRPC_KEEPALIVE_INTERVAL", "30s", "gRPC keepalive interval"},
+		{"GRPC_KEEPALIVE_INTERVAL", "30s", "gRPC keepalive interval (to istiod, the CA, and on the XDS socket)"},
 		{"GRPC_KEEPALIVE_TIMEOUT", "10s", "gRPC keepalive timeout"},
-		{"ISTIO_GPRC_MAXSTREAMS", "100000", "max concurrent gRPC streams (sic)"},
-		{"ISTIO_GPRC_MAXRECVMSGSIZE", "4194304", "max received gRPC message size (sic)"},
+		{"ISTIO_GPRC_MAXSTREAMS", "100000", "max concurrent streams per Envoy connection on the XDS socket (sic)"},
+		{"ISTIO_GPRC_MAXRECVMSGSIZE", "4194304", "largest request Envoy may send on the XDS socket (sic)"},
 	}},
 	{"DNS", []Var{
 		{"ISTIO_META_DNS_CAPTURE", "false", "serve DNS for the mesh"},
