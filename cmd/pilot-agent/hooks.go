@@ -207,6 +207,9 @@ func (a *agent) certParts(reg *metric.Registry) (*certs.Manager, *certs.Server, 
 	if env.ECCSignatureAlgorithm == "ECDSA" {
 		cfg.KeyType = certs.KeyECDSA
 	}
+	if env.EnableCACRL {
+		cfg.CRLPath = certs.DefaultCRLPath
+	}
 	if env.KubernetesServiceHost != "" {
 		cfg.OutputCertsMode = 0o644 // as Istio, on Kubernetes
 	}
@@ -253,6 +256,9 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) 
 	agentTypes := map[string]mux.Handler{}
 	if d != nil {
 		agentTypes[fastpath.NameTableType] = func(res [][]byte) error { return d.UpdateNameTable(res[0]) }
+	}
+	if env.ProxyConfigXDSAgent && m != nil {
+		agentTypes[fastpath.ProxyConfigType] = pcdsHandler(m)
 	}
 	return mux.New(mux.Config{
 		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes,

@@ -58,8 +58,8 @@ var Documented = []Group{
 		{"CREDENTIAL_IDENTITY_PROVIDER", "GoogleComputeEngine", "accepted; Istio's agent uses it only for the STS token exchange, which it no longer serves"},
 		{"ISTIO_META_CERT_SIGNER", "", "signer requested in the CSR"},
 		{"WORKLOAD_IDENTITY_SOCKET_FILE", "socket", "SDS socket file name (a bare name)"},
-		{"PROXY_CONFIG_XDS_AGENT", "false", "handle PCDS trust bundles"},
-		{"PILOT_ENABLE_CA_CRL", "true", "serve the CA's CRL"},
+		{"PROXY_CONFIG_XDS_AGENT", "false", "subscribe to ProxyConfig over xDS (PCDS); its ca_certificates_pem is merged into ROOTCA"},
+		{"PILOT_ENABLE_CA_CRL", "true", "serve the plugged-in CA's CRL (./var/run/secrets/istio/crl/ca-crl.pem, when present) in ROOTCA and file-root secrets, pushed again when it changes"},
 		{"COMPLIANCE_POLICY", "", "fips-140-2, fips-140-3 or pqc"},
 	}},
 	{"Envoy and lifecycle", []Var{
