@@ -38,6 +38,9 @@ type Config struct {
 	// by the handler and ACKed or NACKed by the agent, never forwarded. They are subscribed after
 	// a client's first Listener request, as Istio does.
 	AgentTypes map[string]Handler
+	// ReportHealth makes the session carrying the agent's requests send the health given to
+	// Proxy.ReportHealth (ProxyConfig readinessProbe), even when AgentTypes is empty.
+	ReportHealth bool
 	// RewriteECDS, when set, sees every ECDS response before it is forwarded.
 	RewriteECDS Rewriter
 	// CloseOnUpstreamLoss restores Istio's behaviour: when the upstream stream fails, the

@@ -25,7 +25,8 @@ type Proxy struct {
 	closeUp        func() error
 	metrics        *metrics // immutable
 
-	agentOwner atomic.Pointer[session] // the session carrying the agent's own subscriptions
+	agentOwner atomic.Pointer[session]      // the session carrying the agent's own subscriptions
+	health     atomic.Pointer[healthReport] // the latest ReportHealth; nil before the first
 
 	mu       sync.Mutex // guards sessions
 	sessions map[*session]struct{}

@@ -23,6 +23,7 @@ import (
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/mux"
 	"github.com/wingman-mesh/wingman/status"
+	"github.com/wingman-mesh/wingman/status/health"
 )
 
 const (
@@ -136,6 +137,7 @@ func partServices(a *agent) ([]lifecycle.Service, error) {
 			}})
 	}
 
+	var envoyReady health.Prober
 	if s.StatusPort != 0 {
 		stCfg := status.Config{
 			Port: s.StatusPort, AdminPort: s.ProxyAdminPort, EnvoyPrometheusPort: env.EnvoyPrometheusPort,
@@ -158,6 +160,14 @@ func partServices(a *agent) ([]lifecycle.Service, error) {
 			return nil, err
 		}
 		services = append(services, lifecycle.Service{Name: "status", Run: st.Run})
+		if !env.DisableEnvoy {
+			envoyReady = health.ProberFunc(st.CheckReady)
+		}
+	}
+	if hs, err := healthService(a, proxy, envoyReady); err != nil {
+		return nil, err
+	} else if hs != nil {
+		services = append(services, *hs)
 	}
 	return services, nil
 }
@@ -263,6 +273,7 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) 
 	return mux.New(mux.Config{
 		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes,
 		MaxMessageBytes: env.XDSMaxMessageBytes, CloseOnUpstreamLoss: env.XDSCloseOnUpstreamLoss,
+		ReportHealth: a.proxyConfig.GetReadinessProbe() != nil,
 		Downstream: mux.DownstreamLimits{MaxRecvMsgBytes: env.GRPCMaxRecvMsgSize, MaxConcurrentStreams: uint32(env.GRPCMaxStreams),
 			KeepaliveTime: env.GRPCKeepaliveInterval, KeepaliveTimeout: env.GRPCKeepaliveTimeout},
 		Logger: a.log.With("part", "xds-proxy"), Registerer: reg,
