@@ -120,7 +120,7 @@ func TestHTTPProber(t *testing.T) {
 	defer srv.Close()
 	port, _ := strconv.Atoi(srv.URL[strings.LastIndex(srv.URL, ":")+1:])
 	p := NewHTTPProber(HTTPGet{Scheme: "HTTP", Port: port, Path: "/healthz?x=1",
-		Headers: []Header{{"Host", "app.example"}, {"X-Probe", "1"}},
+		Headers:   []Header{{"Host", "app.example"}, {"X-Probe", "1"}},
 		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 6)}})
 	ctx := context.Background()
 	if err := p.Probe(ctx); err != nil {
