@@ -143,9 +143,7 @@ func partServices(a *agent) ([]lifecycle.Service, error) {
 			Lifecycle: agentLifecycle{a}, Gatherer: reg, Registerer: prefixed, ProcessStart: processStart,
 			Logger: a.log.With("part", "status"),
 		}
-		if len(a.identity.IPs) > 0 {
-			stCfg.ProbeTargetHost = a.identity.IPs[0]
-		}
+		stCfg.ProbeTargetHost = status.ProbeTarget(env.InstanceIP, env.RewriteProbeLegacyLocalhost)
 		if dnsServer != nil {
 			stCfg.DNSEnabled, stCfg.DNS, stCfg.NDSZ = true, dnsServer, dnsServer.NDSZ
 		}
