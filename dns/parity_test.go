@@ -39,6 +39,8 @@ func parityTable() map[string]*ndspb.NameTable_NameInfo {
 		"v6only.example.com":                external("2001:db8::6"),
 		"db.mesh.internal":                  external("10.2.0.1", "10.2.0.2", "::ffff:10.2.0.3"),
 		"bad.example.com":                   external("not-an-ip"),
+		"dup.mesh.internal":                 external("10.5.0.1", "10.5.0.1"),
+		"noshort.ns1.svc.cluster.local":     kube("", "ns1", "10.6.0.1"),
 	}
 }
 
@@ -54,8 +56,9 @@ type answer struct {
 type parityCase struct {
 	name   string
 	qtype  uint16
-	qclass uint16 // 0: IN
-	edns   uint16 // 0: no OPT
+	qclass uint16          // 0: IN
+	edns   uint16          // 0: no OPT
+	mutate func(*mdns.Msg) // changes the query before it is sent
 	istio  answer
 	why    string
 	// ours is set where the answer differs from Istio's beyond the global rules of
@@ -158,7 +161,26 @@ func parityCases() []parityCase {
 			why: "lookupHost: types other than A/AAAA return hostFound=false -> forwarded"},
 		{name: "productpage.", qtype: mdns.TypeANY, istio: relayed("productpage.", mdns.TypeANY, 0),
 			why: "lookupHost: types other than A/AAAA return hostFound=false -> forwarded"},
-		{name: ".", qtype: A, istio: relayed(".", A, 0), why: whyForward},
+		{name: ".", qtype: A, istio: local(". A 10.6.0.1"),
+			why:  "GenerateAltHosts inserts Shortname+\".\" for an entry of the own namespace even when the short name is empty: the root",
+			ours: func() *answer { a := relayed(".", A, 0); return &a }(), diff: "P11"},
+		{name: "noshort.ns1.svc.cluster.local.", qtype: A, istio: local("noshort.ns1.svc.cluster.local. A 10.6.0.1"), why: whyExact},
+		{name: "dup.mesh.internal.", qtype: A, istio: local("dup.mesh.internal. A 10.5.0.1", "dup.mesh.internal. A 10.5.0.1"),
+			why:  "buildDNSAnswers: one record per IP string, duplicates included",
+			ours: &answer{aa: true, ra: true, records: []string{"dup.mesh.internal. A 10.5.0.1"}}, diff: "P4"},
+		// Header and EDNS corner cases.
+		{name: "productpage.", qtype: A, edns: 1232, mutate: func(m *mdns.Msg) { m.IsEdns0().SetVersion(1) },
+			istio: local("productpage. A 10.0.0.1"), why: "ServeDNS does not look at the EDNS version",
+			ours: &answer{rcode: mdns.RcodeBadVers, ra: true, opt: true}, diff: "P7"},
+		{name: "productpage.", qtype: A, edns: 1232, mutate: func(m *mdns.Msg) { m.Extra = append(m.Extra, m.Extra[0]) },
+			istio: local("productpage. A 10.0.0.1"), why: "miekg/dns unpacks a second OPT; ServeDNS answers",
+			ours: &answer{rcode: mdns.RcodeFormatError, ra: true, opt: true}, diff: "P8"},
+		{name: "productpage.", qtype: A, mutate: func(m *mdns.Msg) { m.Opcode = mdns.OpcodeNotify },
+			istio: local("productpage. A 10.0.0.1"), why: "miekg/dns defaultMsgAcceptFunc accepts NOTIFY; ServeDNS answers it like a query",
+			ours: &answer{rcode: mdns.RcodeNotImplemented, ra: true}, diff: "P9"},
+		{name: "productpage.", qtype: A, mutate: func(m *mdns.Msg) { m.Opcode = mdns.OpcodeStatus },
+			istio: answer{rcode: mdns.RcodeNotImplemented},
+			why:   "miekg/dns defaultMsgAcceptFunc: MsgRejectNotImplemented, a header-only NOTIMP reply"},
 		// Letter case: Istio looks the lower-cased name up and answers with lower-cased owners;
 		// we keep the client's case in every name we write (global rule P2).
 		{name: "PrOdUcTpAgE.Ns1.svc.CLUSTER.local.", qtype: A, istio: local("productpage.ns1.svc.cluster.local. A 10.0.0.1"),
@@ -248,10 +270,16 @@ func askParity(t *testing.T, network, addr string, c parityCase) *mdns.Msg {
 	if c.edns > 0 {
 		m.SetEdns0(c.edns, false)
 	}
+	if c.mutate != nil {
+		c.mutate(m)
+	}
 	cl := &mdns.Client{Net: network}
 	r, _, err := cl.Exchange(m, addr)
 	if err != nil {
 		t.Fatalf("%s query: %v", network, err)
+	}
+	if len(r.Question) == 0 { // a header-only reply (NOTIMP)
+		return r
 	}
 	if r.Question[0].Name != c.name {
 		t.Fatalf("question echoed as %q, sent %q", r.Question[0].Name, c.name)
@@ -328,5 +356,32 @@ func TestParityDocListsEveryDifference(t *testing.T) {
 		if !strings.Contains(entry, "RFC ") {
 			t.Errorf("PARITY.md entry %s names no RFC", id)
 		}
+	}
+}
+
+// TestParityUpstreamQuestion: an upstream reply with the query's ID but another question.
+// Istio relays it (miekg/dns Client.Exchange matches the ID only); we treat it as a failed
+// exchange and answer SERVFAIL (PARITY.md P10, RFC 5452).
+func TestParityUpstreamQuestion(t *testing.T) {
+	other := func(req []byte) []byte {
+		r := append([]byte(nil), req...)
+		r[2] |= 0x80
+		r[headerLen+3] ^= 0x03 // "example" -> "exbmple": another name, same length
+		return r
+	}
+	up, got := blackhole(t, other)
+	s := newTestServer(t, Config{}, up)
+	if err := s.UpdateNameTable(marshalTable(t, parityTable())); err != nil {
+		t.Fatal(err)
+	}
+	addr := run(t, s)
+	r := ask(t, "udp", addr, "example.org.", mdns.TypeA, 0)
+	<-got
+	if r.Rcode != mdns.RcodeServerFailure || r.Question[0].Name != "example.org." {
+		t.Fatalf("got %v, want SERVFAIL for example.org. (Istio would relay the reply for exbmple.org.)", r)
+	}
+	doc, err := os.ReadFile("PARITY.md")
+	if err != nil || !strings.Contains(string(doc), "## P10 ") {
+		t.Fatalf("PARITY.md has no P10 entry (%v)", err)
 	}
 }
