@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -383,5 +384,41 @@ func TestParityUpstreamQuestion(t *testing.T) {
 	doc, err := os.ReadFile("PARITY.md")
 	if err != nil || !strings.Contains(string(doc), "## P10 ") {
 		t.Fatalf("PARITY.md has no P10 entry (%v)", err)
+	}
+}
+
+// TestParityCompressibleUpstreamReply: an upstream reply written without name compression
+// that is over 512 bytes but fits once compressed. Istio's ServeDNS passes it through
+// miekg/dns Msg.Truncate, which compresses it and keeps every record without TC; so do we.
+func TestParityCompressibleUpstreamReply(t *testing.T) {
+	const n = 29 // 29 A records: 841 bytes uncompressed, 495 compressed
+	reply := func(req []byte) []byte {
+		q := new(mdns.Msg)
+		if err := q.Unpack(req); err != nil {
+			return nil
+		}
+		m := new(mdns.Msg)
+		m.SetReply(q)
+		for i := range n {
+			rr, _ := mdns.NewRR(fmt.Sprintf("%s 60 IN A 10.7.0.%d", q.Question[0].Name, i+1))
+			m.Answer = append(m.Answer, rr)
+		}
+		m.Compress = false
+		b, _ := m.Pack()
+		return b
+	}
+	up, _ := blackhole(t, reply)
+	s := newTestServer(t, Config{}, up)
+	if err := s.UpdateNameTable(marshalTable(t, parityTable())); err != nil {
+		t.Fatal(err)
+	}
+	addr := run(t, s)
+	raw := askRaw(t, addr, pack(t, "x.example.org.", mdns.TypeA, 0))
+	r := new(mdns.Msg)
+	if err := r.Unpack(raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) > minUDPSize || r.Truncated || len(r.Answer) != n {
+		t.Fatalf("%d bytes, TC %v, %d records; want all %d records within 512 bytes, no TC", len(raw), r.Truncated, len(r.Answer), n)
 	}
 }

@@ -318,8 +318,10 @@ func checkRR(msg []byte, off int) (int, error) {
 }
 
 // fitReply returns resp cut to limit bytes: as is when it fits, else re-packed by
-// miekg/dns's Truncate with TC set; a reply that cannot be parsed becomes SERVFAIL. The
-// result aliases dst.
+// miekg/dns's Truncate, as Istio's ServeDNS does: compressed, TC set only when records had
+// to be left out (or the upstream had set it), so an uncompressed reply that fits once
+// compressed is relayed whole. A reply that cannot be parsed becomes SERVFAIL. The result
+// aliases dst.
 func fitReply(dst, resp []byte, q *query, limit int) []byte {
 	if len(resp) <= limit {
 		return append(dst, resp...)
@@ -329,7 +331,6 @@ func fitReply(dst, resp []byte, q *query, limit int) []byte {
 		return appendError(dst, q, rcodeServFail)
 	}
 	m.Truncate(limit)
-	m.Truncated = true
 	out, err := m.PackBuffer(dst[len(dst):cap(dst)])
 	if err != nil || len(out) > limit {
 		b := appendError(dst, q, 0)
