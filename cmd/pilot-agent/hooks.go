@@ -78,16 +78,18 @@ func partServices(a *agent) ([]lifecycle.Service, error) {
 	var services []lifecycle.Service
 
 	var dnsServer *dns.Server
-	if env.DNSCapture || env.EnableDNSServer {
-		var err error
-		dnsServer, err = dns.New(dns.Config{
+	if dns.Enabled(env.DNSCapture, a.identity.Type, env.EnableDNSServer) {
+		dnsCfg, warn := dns.Config{
 			Addr: env.DNSProxyAddr, ResolvConf: resolvConfPath, Namespace: env.PodNamespace,
 			Domain: a.identity.DNSDomain, ForwardTimeout: env.DNSForwardTimeout, ForwardParallel: env.DNSForwardParallel,
-			RespondBeforeSync: os.Getuid() == 0 && strings.HasSuffix(env.DNSProxyAddr, ":53"),
-			AutoAllocate:      env.Meta["DNS_AUTO_ALLOCATE"] == "true",
-			Logger:            a.log.With("part", "dns"), Registerer: reg,
-		})
-		if err != nil {
+			AutoAllocate: env.Meta["DNS_AUTO_ALLOCATE"] == "true",
+			Logger:       a.log.With("part", "dns"), Registerer: reg,
+		}.Port53(os.Getuid(), dns.AltResolvConf)
+		if warn != "" {
+			a.log.Error(warn)
+		}
+		var err error
+		if dnsServer, err = dns.New(dnsCfg); err != nil {
 			return nil, err
 		}
 		services = append(services, lifecycle.Service{Name: "dns", Run: dnsServer.Run, KeepDuringDrain: true})
@@ -149,9 +151,7 @@ func partServices(a *agent) ([]lifecycle.Service, error) {
 			Lifecycle: agentLifecycle{a}, Gatherer: reg, Registerer: prefixed, ProcessStart: processStart,
 			Logger: a.log.With("part", "status"),
 		}
-		if len(a.identity.IPs) > 0 {
-			stCfg.ProbeTargetHost = a.identity.IPs[0]
-		}
+		stCfg.ProbeTargetHost = status.ProbeTarget(env.InstanceIP, env.RewriteProbeLegacyLocalhost)
 		if dnsServer != nil {
 			stCfg.DNSEnabled, stCfg.DNS, stCfg.NDSZ = true, dnsServer, dnsServer.NDSZ
 		}

@@ -106,9 +106,9 @@ var Documented = []Group{
 		{"ISTIO_GPRC_MAXRECVMSGSIZE", "4194304", "largest request Envoy may send on the XDS socket (sic)"},
 	}},
 	{"DNS", []Var{
-		{"ISTIO_META_DNS_CAPTURE", "false", "serve DNS for the mesh"},
-		{"ISTIO_META_ENABLE_DNS_SERVER", "false", "serve DNS without capture"},
-		{"DNS_PROXY_ADDR", "localhost:15053", "DNS proxy listen address"},
+		{"ISTIO_META_DNS_CAPTURE", "false", "serve DNS for the mesh (sidecars only)"},
+		{"ISTIO_META_ENABLE_DNS_SERVER", "false", "serve DNS for any proxy type, without capture"},
+		{"DNS_PROXY_ADDR", "localhost:15053", "DNS proxy listen address; :53 needs root (else localhost:15053)"},
 		{"DNS_FORWARD_PARALLEL", "false", "query all upstream resolvers at once"},
 		{"DNS_FORWARD_TIMEOUT", "5s", "upstream DNS timeout"},
 	}},
