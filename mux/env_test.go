@@ -31,7 +31,7 @@ import (
 
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/ndspb"
-	"github.com/wingman-mesh/wingman/internal/testca"
+	"github.com/wingman-mesh/wingman/lab/testca"
 )
 
 const (

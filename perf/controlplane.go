@@ -24,7 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/wingman-mesh/wingman/internal/testca"
+	"github.com/wingman-mesh/wingman/lab/testca"
 )
 
 // Type URLs the control plane serves.

@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/wingman-mesh/wingman/internal/testca"
+	"github.com/wingman-mesh/wingman/lab/testca"
 )
 
 // Server is meshlab: the xDS server, the CA and the folder watcher behind one gRPC port.

@@ -3,7 +3,7 @@
 //
 // One gRPC port serves, behind TLS from meshlab's own root and a bearer-token check, both
 // go-control-plane's xDS server (state-of-the-world and Delta ADS) and an Istio-compatible CA
-// (istio.v1.auth.IstioCertificateService, from internal/testca), as Istiod serves both on
+// (istio.v1.auth.IstioCertificateService, from lab/testca), as Istiod serves both on
 // 15012. The xDS resources (Envoy's Listener, RouteConfiguration, Cluster,
 // ClusterLoadAssignment, Secret, TypedExtensionConfig, and Istio's NameTable and ProxyConfig)
 // come from a folder of YAML or JSON files, reloaded when a file changes. A file that does not
