@@ -25,7 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/wingman-mesh/wingman/internal/metric"
-	"github.com/wingman-mesh/wingman/internal/testca"
+	"github.com/wingman-mesh/wingman/lab/testca"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
