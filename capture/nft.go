@@ -25,7 +25,7 @@ type nftTable struct {
 var nftTables = map[string]nftTable{
 	"nat": {"ISTIO_PROXY_NAT", map[string]string{
 		"PREROUTING": "type nat hook prerouting priority dstnat; policy accept;",
-		"OUTPUT":     "type nat hook output priority dstnat; policy accept;",
+		"OUTPUT":     "type nat hook output priority -100; policy accept;",
 	}},
 	"mangle": {"ISTIO_PROXY_MANGLE", map[string]string{
 		"PREROUTING": "type filter hook prerouting priority mangle; policy accept;",
