@@ -95,7 +95,7 @@ func probe(ctx context.Context, r Runner, bin string) (Backend, error) {
 	if err != nil {
 		return b, err
 	}
-	b.ExistingRules = strings.Count(dump, "\n") >= 3
+	b.ExistingRules = hasRules(dump)
 	ver, err := r.Run(ctx, "", b.Save, "--version")
 	if m := versionRE.FindStringSubmatch(ver); err == nil && m != nil {
 		for i := 0; i < 3; i++ {
@@ -110,6 +110,23 @@ func probe(ctx context.Context, r Runner, bin string) (Backend, error) {
 	del[2] = "-D"
 	_, _ = r.Run(ctx, "", bin, del...)
 	return b, nil
+}
+
+// hasRules reports whether a save dump holds a rule or a chain of someone's. Istio counts
+// lines (3 or more), which an empty table also has once anything touched it (even this
+// probe's own test rule): a second run then saw "existing legacy rules" and flipped to legacy
+// over the nft rules the first run wrote (Istio's #61020, which it answers by persisting the
+// choice). Counting real rules and user chains makes the choice stable without state.
+func hasRules(dump string) bool {
+	for _, line := range strings.Split(dump, "\n") {
+		if strings.HasPrefix(line, "-A ") {
+			return true
+		}
+		if name, _, ok := strings.Cut(strings.TrimPrefix(line, ":"), " "); ok && line[0] == ':' && !builtinChains[name] {
+			return true
+		}
+	}
+	return false
 }
 
 // Detect picks the binary set for one family the way Istio does: legacy when legacy rules

@@ -138,16 +138,21 @@ func (l *lab) helper(ns, mode string, env ...string) *exec.Cmd {
 // apply runs capture.Run with opts inside the pod namespace; it returns the error text.
 func (l *lab) apply(opts Options) error {
 	l.t.Helper()
-	b, err := json.Marshal(opts)
+	b, err := jsonOptions(opts)
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	c := l.helper(l.pod, "apply", "WM_OPTS="+string(b))
+	c := l.helper(l.pod, "apply", "WM_OPTS="+b)
 	out, err := c.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, out)
 	}
 	return nil
+}
+
+func jsonOptions(o Options) (string, error) {
+	b, err := json.Marshal(o)
+	return string(b), err
 }
 
 // listen starts listeners in a namespace: specs are proto:port:tag[:transparent]. Each

@@ -67,7 +67,7 @@ func RemoveRoutes(ctx context.Context, r Runner, cfg *Config) {
 
 func alreadyExists(err error) bool {
 	var ce *CmdError
-	return errors.As(err, &ce) && strings.Contains(ce.Stderr, "File exists")
+	return errors.As(err, &ce) && (strings.Contains(ce.Stderr, "File exists") || strings.Contains(ce.Stderr, "already assigned"))
 }
 
 // dedupRule deletes extra copies of an ip rule added more than once.
