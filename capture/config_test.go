@@ -56,11 +56,11 @@ func TestValidateConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, mod := range map[string]func(*Config){
-		"istio-service-exclude-cidr":          func(c *Config) { c.OutboundCIDRsExclude = CIDRs{All: true} },
-		"ISTIO_OUTBOUND_OWNER_GROUPS":         func(c *Config) { c.OwnerGroupsInclude, c.OwnerGroupsExclude = []string{"1"}, []string{"2"} },
-		"ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR":   func(c *Config) { c.LoopbackCIDR = netip.MustParsePrefix("10.0.0.0/8") },
+		"istio-service-exclude-cidr":           func(c *Config) { c.OutboundCIDRsExclude = CIDRs{All: true} },
+		"ISTIO_OUTBOUND_OWNER_GROUPS":          func(c *Config) { c.OwnerGroupsInclude, c.OwnerGroupsExclude = []string{"1"}, []string{"2"} },
+		"ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR":    func(c *Config) { c.LoopbackCIDR = netip.MustParsePrefix("10.0.0.0/8") },
 		"ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR=\"": func(c *Config) { c.LoopbackCIDR = netip.MustParsePrefix("::1/128") },
-		"proxy-uid":                           func(c *Config) { c.ProxyUIDs = nil },
+		"proxy-uid":                            func(c *Config) { c.ProxyUIDs = nil },
 	} {
 		c := base().Config
 		mod(&c)
