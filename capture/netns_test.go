@@ -131,7 +131,8 @@ func (l *lab) run(ns string, args ...string) (string, error) {
 // helper starts this binary in a namespace in one of the helper modes.
 func (l *lab) helper(ns, mode string, env ...string) *exec.Cmd {
 	c := exec.Command("ip", "netns", "exec", ns, helperBin)
-	c.Env = append([]string{"WM_HELPER=" + mode, "PATH=" + os.Getenv("PATH")}, env...)
+	// GORACE: a -race helper would otherwise sleep a second before every exit.
+	c.Env = append([]string{"WM_HELPER=" + mode, "PATH=" + os.Getenv("PATH"), "GORACE=atexit_sleep_ms=0"}, env...)
 	return c
 }
 
