@@ -77,7 +77,11 @@ func (o *Options) runIptables(ctx context.Context) error {
 			return err
 		}
 	}
-	o.Log.Info("iptables backend", "ipv4", p.V4.String(), "ipv6", p.V6.String())
+	if cfg.IPv6 {
+		o.Log.Info("iptables backend", "ipv4", p.V4.String(), "ipv6", p.V6.String())
+	} else {
+		o.Log.Info("iptables backend", "ipv4", p.V4.String())
+	}
 	plan := Build(cfg)
 	if o.CleanupOnly {
 		RemoveRoutes(ctx, o.Runner, cfg)

@@ -235,6 +235,14 @@ func iptablesOptions(fs *pflag.FlagSet, environ []string) (capture.Options, erro
 	if bl("native-nftables") && force != "" {
 		errs = append(errs, errors.New("--native-nftables and --force-iptables-binary: set at most one"))
 	}
+	if len(errs) == 0 {
+		uids := cfg.ProxyUIDs
+		cfg.ProxyUIDs = []string{capture.DefaultProxyUID} // filled from the host later when unset
+		if err := cfg.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		cfg.ProxyUIDs = uids
+	}
 	if len(errs) > 0 {
 		return capture.Options{}, errors.Join(errs...)
 	}
