@@ -185,3 +185,32 @@ func TestValidation(t *testing.T) {
 		t.Errorf("with the capture: %s", got)
 	}
 }
+
+// TestFailedApplyLeavesNothing: when the second family fails (here ip6tables-restore meets a
+// chain it must create, forced past the state check with --force-apply), the first family's
+// rules, already written, are removed again.
+func TestFailedApplyLeavesNothing(t *testing.T) {
+	l := newLab(t)
+	for _, c := range [][]string{
+		{"ip6tables", "-t", "nat", "-N", "ISTIO_REDIRECT"},
+		{"ip6tables", "-t", "nat", "-A", "ISTIO_REDIRECT", "-j", "RETURN"},
+	} {
+		if out, err := l.run(l.pod, c...); err != nil {
+			t.Fatalf("%v: %v: %s", c, err, out)
+		}
+	}
+	o := base()
+	o.Config.IPv6, o.ForceApply = true, true
+	if err := l.apply(o); err == nil || !strings.Contains(err.Error(), "IPv6") {
+		t.Fatalf("apply: err %v, want the IPv6 restore to fail", err)
+	} else {
+		t.Logf("apply failed as expected: %v", err)
+	}
+	out, err := l.run(l.pod, "iptables-save")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "ISTIO") {
+		t.Errorf("IPv4 rules left after the IPv6 failure:\n%s", out)
+	}
+}
