@@ -64,8 +64,10 @@ type Config struct {
 	ExcludeInterfaces []string // -c: neither direction captured on these
 	VirtInterfaces    []string // -k: inbound on these is treated as outbound (KubeVirt)
 
-	// OwnerGroupsInclude/Exclude (ISTIO_OUTBOUND_OWNER_GROUPS[_EXCLUDE]): capture only the
-	// outbound traffic of these groups, or of all groups but these. At most one is set.
+	// OwnerGroupsOnly (ISTIO_OUTBOUND_OWNER_GROUPS set to other than "*") captures the
+	// outbound traffic of the OwnerGroupsInclude groups only (none listed: nothing captured);
+	// otherwise all groups' but OwnerGroupsExclude's (ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE).
+	OwnerGroupsOnly    bool
 	OwnerGroupsInclude []string
 	OwnerGroupsExclude []string
 
@@ -252,13 +254,20 @@ func ParseMark(s string) (string, error) {
 	return s, nil
 }
 
+// maxOwnerGroups is Istio's limit on included groups: all of them are matches of one rule.
+const maxOwnerGroups = 64
+
 // Validate checks what single-value parsing cannot: combinations.
 func (c *Config) Validate() error {
 	if c.OutboundCIDRsExclude.All {
 		return errors.New(`istio-service-exclude-cidr: "*" is not allowed`)
 	}
-	if len(c.OwnerGroupsInclude) > 0 && len(c.OwnerGroupsExclude) > 0 {
-		return errors.New("ISTIO_OUTBOUND_OWNER_GROUPS and ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE: set at most one")
+	if c.OwnerGroupsOnly && len(c.OwnerGroupsExclude) > 0 {
+		// Istio ignores the exclusions then; a setting that does nothing is refused here.
+		return errors.New(`ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE: applies only when ISTIO_OUTBOUND_OWNER_GROUPS is "*"`)
+	}
+	if c.OwnerGroupsOnly && len(c.OwnerGroupsInclude) > maxOwnerGroups {
+		return fmt.Errorf("ISTIO_OUTBOUND_OWNER_GROUPS: at most %d groups (they make one rule), got %d", maxOwnerGroups, len(c.OwnerGroupsInclude))
 	}
 	if !c.LoopbackCIDR.IsValid() || !c.LoopbackCIDR.Addr().Is4() || !c.LoopbackCIDR.Addr().IsLoopback() {
 		return fmt.Errorf("ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR=%q: want an IPv4 range inside 127.0.0.0/8", c.LoopbackCIDR)

@@ -56,8 +56,13 @@ func TestValidateConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, mod := range map[string]func(*Config){
-		"istio-service-exclude-cidr":           func(c *Config) { c.OutboundCIDRsExclude = CIDRs{All: true} },
-		"ISTIO_OUTBOUND_OWNER_GROUPS":          func(c *Config) { c.OwnerGroupsInclude, c.OwnerGroupsExclude = []string{"1"}, []string{"2"} },
+		"istio-service-exclude-cidr": func(c *Config) { c.OutboundCIDRsExclude = CIDRs{All: true} },
+		"ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE": func(c *Config) {
+			c.OwnerGroupsOnly, c.OwnerGroupsInclude, c.OwnerGroupsExclude = true, []string{"1"}, []string{"2"}
+		},
+		"ISTIO_OUTBOUND_OWNER_GROUPS": func(c *Config) {
+			c.OwnerGroupsOnly, c.OwnerGroupsInclude = true, strings.Split(strings.Repeat("g,", 64)+"g", ",")
+		},
 		"ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR":    func(c *Config) { c.LoopbackCIDR = netip.MustParsePrefix("10.0.0.0/8") },
 		"ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR=\"": func(c *Config) { c.LoopbackCIDR = netip.MustParsePrefix("::1/128") },
 		"proxy-uid":                            func(c *Config) { c.ProxyUIDs = nil },

@@ -240,7 +240,7 @@ func (p *planner) owners(match string, ids []string, dns bool) {
 // ownerGroups limits outbound capture to some groups (ISTIO_OUTBOUND_OWNER_GROUPS[_EXCLUDE]).
 func (p *planner) ownerGroups() {
 	cfg := p.cfg
-	if len(cfg.OwnerGroupsInclude) > 0 {
+	if cfg.OwnerGroupsOnly {
 		var a []string
 		for _, g := range cfg.OwnerGroupsInclude {
 			a = append(a, "-m", "owner", "!", "--gid-owner", g)

@@ -119,6 +119,12 @@ func scenarios() []scenario {
 			{"pod", appUID, "tcp", ap(peer1, "80"), "peer 80"},
 			{"pod", 2000, "tcp", ap(peer1, "80"), "envoy-out 15001"},
 		}},
+		{name: "owner-groups-include", set: func(o *Options) {
+			o.Config.OwnerGroupsOnly, o.Config.OwnerGroupsInclude = true, []string{"2000"}
+		}, checks: []check{
+			{"pod", appUID, "tcp", ap(peer1, "80"), "peer 80"},
+			{"pod", 2000, "tcp", ap(peer1, "80"), "envoy-out 15001"},
+		}},
 		{name: "ipv6", set: func(o *Options) {
 			o.Config.IPv6 = true
 			o.Config.RedirectDNS = true

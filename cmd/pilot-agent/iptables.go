@@ -213,6 +213,7 @@ func iptablesOptions(fs *pflag.FlagSet, environ []string) (capture.Options, erro
 		}
 	}
 	if v, ok := env(envOwnerGroups); ok && strings.TrimSpace(v) != "*" {
+		cfg.OwnerGroupsOnly = true
 		if cfg.OwnerGroupsInclude, err = capture.ParseOwners(v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", envOwnerGroups, err))
 		}
