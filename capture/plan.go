@@ -141,8 +141,8 @@ func Build(cfg *Config) *Plan {
 	p.fam("nat", ChainOutput, func(v6 bool) []string {
 		return []string{"-o", "lo", "-s", passthroughSource(v6), "-j", "RETURN"}
 	})
-	p.owners("--uid-owner", cfg.ProxyUIDs, dns)
-	p.owners("--gid-owner", cfg.ProxyGIDs, false)
+	p.owners("--uid-owner", cfg.ProxyUIDs, dns, dns)
+	p.owners("--gid-owner", cfg.ProxyGIDs, false, dns) // Istio: no port-53 exception on the gid redirect
 	p.ownerGroups()
 	if dns {
 		p.dns()
@@ -209,13 +209,13 @@ func (p *planner) inbound() {
 
 // owners exempts the proxy's own uids (or gids), except its calls back to the pod's own
 // address, which go to Envoy's inbound side (app -> Envoy -> Envoy -> app through a VIP).
-func (p *planner) owners(match string, ids []string, dns bool) {
+func (p *planner) owners(match string, ids []string, dnsRedirect, dns bool) {
 	cfg := p.cfg
 	tunnel := port(cfg.InboundTunnelPort)
 	for _, id := range ids {
 		p.fam("nat", ChainOutput, func(v6 bool) []string {
 			a := []string{"-o", "lo", "!", "-d", p.loopback(v6), "-p", "tcp"}
-			if dns {
+			if dnsRedirect {
 				// DNS from the agent to a resolver on the pod's address is not looped through Envoy.
 				a = append(a, "-m", "multiport", "!", "--dports", "53,"+tunnel)
 			} else {

@@ -101,6 +101,16 @@ func scenarios() []scenario {
 			{"pod", appUID, "udp", ap(peer3, "53"), "peer-dns 53"}, // not a resolver
 			{"pod", appUID, "tcp", ap(peer1, "80"), "envoy-out 15001"},
 		}},
+		{name: "dns-local-resolver", set: func(o *Options) {
+			// A resolver on the pod's own address is reached over lo: TCP DNS to it is still
+			// captured (the lo exemptions of both the uid and the gid spare port 53).
+			o.Config.RedirectDNS = true
+			o.Config.DNSServers = []netip.Addr{netip.MustParseAddr("10.99.0.2")}
+		}, checks: []check{
+			{"pod", appUID, "tcp", ap("10.99.0.2", "53"), "agent 15053 " + ap("10.99.0.2", "53")},
+			{"pod", appUID, "udp", ap("10.99.0.2", "53"), "agent 15053"},
+			{"pod", appUID, "tcp", ap("10.99.0.2", "8080"), "app 8080"}, // app to itself: untouched
+		}},
 		{name: "dns-capture-all", set: func(o *Options) {
 			o.Config.RedirectDNS, o.Config.CaptureAllDNS = true, true
 		}, checks: []check{
