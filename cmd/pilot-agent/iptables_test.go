@@ -169,3 +169,30 @@ func TestIstioIptablesHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestIstioIptablesNativeNftables: NATIVE_NFTABLES selects nftables; --cleanup-only removes
+// the tables again.
+func TestIstioIptablesNativeNftables(t *testing.T) {
+	ns := podNetns(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Fatalf("nft (Debian package nftables) is needed: %v", err)
+	}
+	env := []string{"NATIVE_NFTABLES=true"}
+	if code, _, stderr := agentIn(t, ns, env, injectorArgs...); code != 0 {
+		t.Fatalf("apply: exit %d: %s", code, stderr)
+	}
+	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "inet", "ISTIO_PROXY_NAT").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "redirect to :15001") || !strings.Contains(string(out), "jump ISTIO_OUTPUT") {
+		t.Fatalf("nft table after apply: %v\n%s", err, out)
+	}
+	if s := saveIn(t, ns); strings.Contains(s, "ISTIO") {
+		t.Errorf("native nftables also wrote iptables rules:\n%s", s)
+	}
+	if code, _, stderr := agentIn(t, ns, env, append(append([]string(nil), injectorArgs...), "--cleanup-only")...); code != 0 {
+		t.Fatalf("clean-up: exit %d: %s", code, stderr)
+	}
+	out, _ = exec.Command("ip", "netns", "exec", ns, "nft", "list", "tables").CombinedOutput()
+	if strings.Contains(string(out), "ISTIO") {
+		t.Errorf("clean-up left tables:\n%s", out)
+	}
+}
