@@ -42,6 +42,7 @@ func (p *Programmer) families(plan *Plan) []family {
 	return fs
 }
 
+// write runs a command that takes the xtables lock (legacy iptables takes it for -C too).
 func (p *Programmer) write(ctx context.Context, be Backend, stdin, bin string, args ...string) (string, error) {
 	if be.needsLock() {
 		args = append(args, "--wait=30")
@@ -125,7 +126,7 @@ func (p *Programmer) restore(ctx context.Context, f family) error {
 // verify checks every planned rule is in the kernel now.
 func (p *Programmer) verify(ctx context.Context, f family) error {
 	for _, r := range f.rules {
-		if _, err := p.Runner.Run(ctx, "", f.be.Bin, checkArgs(r)...); err != nil {
+		if _, err := p.write(ctx, f.be, "", f.be.Bin, checkArgs(r)...); err != nil {
 			return fmt.Errorf("%s: rule missing after apply: -t %s %s: %w", f.name, r.Table, strings.Join(ruleLine(r), " "), err)
 		}
 	}
@@ -178,7 +179,7 @@ func (p *Programmer) state(ctx context.Context, f family) (residue, delta bool, 
 		}
 	}
 	for _, r := range f.rules {
-		if _, err := p.Runner.Run(ctx, "", f.be.Bin, checkArgs(r)...); err != nil {
+		if _, err := p.write(ctx, f.be, "", f.be.Bin, checkArgs(r)...); err != nil {
 			return true, true, nil
 		}
 	}

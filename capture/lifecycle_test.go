@@ -84,6 +84,9 @@ func TestRerunAndCleanup(t *testing.T) {
 		{"nftables", func(o *Options) {
 			o.NativeNftables, o.Config.IPv6, o.Config.Mode = true, true, TProxy
 		}},
+		{"iptables-legacy", func(o *Options) {
+			o.ForceBinary, o.Config.IPv6, o.Config.RedirectDNS, o.Config.CaptureAllDNS = "legacy", true, true, true
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLab(t)

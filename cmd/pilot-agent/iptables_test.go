@@ -196,3 +196,14 @@ func TestIstioIptablesNativeNftables(t *testing.T) {
 		t.Errorf("clean-up left tables:\n%s", out)
 	}
 }
+
+// TestIstioIptablesValidationFails: --run-validation without a capture exits 126, Istio's
+// code for it (the capture-level test checks it passes with one).
+func TestIstioIptablesValidationFails(t *testing.T) {
+	ns := podNetns(t)
+	args := append(append([]string(nil), injectorArgs...), "--run-validation", "--skip-rule-apply", "--probe-timeout=1s")
+	code, _, stderr := agentIn(t, ns, nil, args...)
+	if code != 126 || !strings.Contains(stderr, "validation") {
+		t.Errorf("exit %d, stderr %q; want 126 and a validation error", code, stderr)
+	}
+}
