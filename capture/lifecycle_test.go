@@ -1,9 +1,13 @@
 package capture
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 var counters = regexp.MustCompile(`\[[0-9]+:[0-9]+\]`)
@@ -215,5 +219,62 @@ func TestFailedApplyLeavesNothing(t *testing.T) {
 	}
 	if strings.Contains(out, "ISTIO") {
 		t.Errorf("IPv4 rules left after the IPv6 failure:\n%s", out)
+	}
+}
+
+// nsRunner runs commands in a namespace; restore calls fail with exit status 4 (xtables'
+// resource problem) while fail4 > 0.
+type nsRunner struct {
+	ns    string
+	fail4 int
+	calls []string
+}
+
+func (r *nsRunner) Run(ctx context.Context, stdin, name string, args ...string) (string, error) {
+	r.calls = append(r.calls, name)
+	if strings.HasSuffix(name, "-restore") && r.fail4 > 0 {
+		r.fail4--
+		return "", &CmdError{Cmd: name, Code: 4, Stderr: "Another app is currently holding the xtables lock", Err: errors.New("exit status 4")}
+	}
+	return ExecRunner{}.Run(ctx, stdin, "ip", append([]string{"netns", "exec", r.ns, name}, args...)...)
+}
+
+// TestRestoreRetried: a restore failing with exit status 4 is tried again (with backoff) and
+// the capture ends complete; other failures are not retried.
+func TestRestoreRetried(t *testing.T) {
+	l := newLab(t)
+	r := &nsRunner{ns: l.pod, fail4: 2}
+	be, err := Detect(t.Context(), r, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := base()
+	p := &Programmer{Runner: r, V4: be, Log: slog.New(slog.DiscardHandler), Retries: 3, RetryDelay: time.Millisecond}
+	if err := p.Apply(t.Context(), Build(&o.Config)); err != nil {
+		t.Fatalf("apply with two transient failures: %v", err)
+	}
+	restores := 0
+	for _, c := range r.calls {
+		if strings.HasSuffix(c, "-restore") {
+			restores++
+		}
+	}
+	if restores != 3 {
+		t.Errorf("%d restore calls, want 3 (two failures, one success)", restores)
+	}
+	if out, _ := l.run(l.pod, be.Save); !strings.Contains(out, "-A OUTPUT -j ISTIO_OUTPUT") {
+		t.Errorf("capture not in place after retries:\n%s", out)
+	}
+
+	// Exhausted retries: an error, and nothing left behind.
+	if err := p.Cleanup(t.Context(), Build(&o.Config)); err != nil {
+		t.Fatal(err)
+	}
+	r.fail4 = 10
+	if err := p.Apply(t.Context(), Build(&o.Config)); err == nil || !strings.Contains(err.Error(), "exit 4") {
+		t.Fatalf("apply with persistent failures: %v", err)
+	}
+	if out, _ := l.run(l.pod, be.Save); strings.Contains(out, "ISTIO") {
+		t.Errorf("rules left after a failed apply:\n%s", out)
 	}
 }
