@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os/user"
@@ -22,7 +23,7 @@ import (
 // flag.AdditionalEnv) override the first.
 type iptablesFlag struct {
 	name, short, def, usage string
-	isBool, noEnv           bool
+	isBool, noEnv, hidden   bool
 	extraEnv                []string
 }
 
@@ -52,8 +53,8 @@ var iptablesFlags = []iptablesFlag{
 	{name: "drop-invalid", isBool: true, usage: "drop packets conntrack finds invalid instead of resetting", extraEnv: []string{"INVALID_DROP"}},
 	{name: "dual-stack", isBool: true, usage: "program IPv6 too when the pod has any IPv6 address", extraEnv: []string{"ISTIO_DUAL_STACK"}},
 	{name: "capture-all-dns", isBool: true, usage: "with DNS redirection, redirect all of port 53, not only the resolvers'"},
-	{name: "network-namespace", usage: "refused: only istio-cni uses it, in-process"},
-	{name: "cni-mode", isBool: true, usage: "refused: only istio-cni uses it, in-process"},
+	{name: "network-namespace", hidden: true, usage: "refused: only istio-cni uses it, in-process"},
+	{name: "cni-mode", isBool: true, hidden: true, usage: "refused: only istio-cni uses it, in-process"},
 	{name: "reconcile", isBool: true, usage: "replace existing ISTIO_ rules that differ instead of failing"},
 	{name: "cleanup-only", isBool: true, usage: "remove the capture instead of applying it"},
 	{name: "force-apply", isBool: true, usage: "apply even when the rules appear to be in place"},
@@ -82,8 +83,23 @@ func iptablesFlagSet(cleanup bool) (*pflag.FlagSet, *rootFlags) {
 		} else {
 			fs.StringP(f.name, f.short, f.def, f.usage)
 		}
+		if f.hidden { // parsed only to be refused by name
+			_ = fs.MarkHidden(f.name)
+		}
 	}
 	return fs, root
+}
+
+// iptablesUsage is the help of istio-iptables and istio-clean-iptables.
+func iptablesUsage(w io.Writer, fs *pflag.FlagSet) {
+	commandUsage(w, fs.Name(), "Sets up the pod's traffic capture (iptables or native nftables) for the Istio sidecar", fs)
+	fmt.Fprintf(w, `
+Environment: each flag but --envoy-port is also read from its name upper-cased with - as _
+(ISTIO_SERVICE_CIDR, INBOUND_CAPTURE_PORT, ...; a flag given wins), and --redirect-dns from
+ISTIO_META_DNS_CAPTURE, --drop-invalid from INVALID_DROP, --dual-stack from ISTIO_DUAL_STACK.
+Only from the environment: %s (default 127.0.0.1/32), %s ("*": all groups) or
+%s, %s (default istio-proxy: the uid when -u is not given).
+`, envLoopbackCIDR, envOwnerGroups, envOwnerGroupsExclude, envEnvoyUser)
 }
 
 func iptablesEnvName(f iptablesFlag) string {
@@ -112,7 +128,7 @@ func runIstioIptables(ctx context.Context, args, environ []string, sio stdio, cl
 	}
 	if err := fs.Parse(args); err != nil {
 		if isHelp(err) {
-			commandUsage(sio.out, use, "Sets up the pod's traffic capture (iptables or native nftables) for the Istio sidecar", fs)
+			iptablesUsage(sio.out, fs)
 			return 0
 		}
 		return usageError(sio, "pilot-agent "+use, err)

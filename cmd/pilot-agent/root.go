@@ -127,7 +127,7 @@ func runHelp(args []string, sio stdio) int {
 		commandUsage(sio.out, "version", "Prints out build version information", fs)
 	case "istio-iptables", "istio-clean-iptables":
 		fs, _ := iptablesFlagSet(args[0] == "istio-clean-iptables")
-		commandUsage(sio.out, args[0], "Sets up the pod's traffic capture (iptables or native nftables) for the Istio sidecar", fs)
+		iptablesUsage(sio.out, fs)
 	default:
 		return usageError(sio, "pilot-agent", errUnknownCommand(args[0]))
 	}
