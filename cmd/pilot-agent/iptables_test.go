@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -205,5 +206,64 @@ func TestIstioIptablesValidationFails(t *testing.T) {
 	code, _, stderr := agentIn(t, ns, nil, args...)
 	if code != 126 || !strings.Contains(stderr, "validation") {
 		t.Errorf("exit %d, stderr %q; want 126 and a validation error", code, stderr)
+	}
+}
+
+// TestIstioIptablesEnvironment: Istio's precedence, seen in --dry-run output (nothing runs):
+// a variable sets a flag's value, the flag given wins, ISTIO_META_DNS_CAPTURE overrides
+// REDIRECT_DNS.
+func TestIstioIptablesEnvironment(t *testing.T) {
+	dry := func(env []string, args ...string) string {
+		t.Helper()
+		c := exec.Command(agentBin, append([]string{"istio-iptables", "-n", "--log_target=stderr"}, args...)...)
+		c.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("%v %v: %v", env, args, err)
+		}
+		return string(out)
+	}
+	if out := dry([]string{"ISTIO_SERVICE_CIDR=10.1.0.0/16"}); !strings.Contains(out, "-A ISTIO_OUTPUT -d 10.1.0.0/16 -j ISTIO_REDIRECT") {
+		t.Errorf("ISTIO_SERVICE_CIDR not used:\n%s", out)
+	}
+	if out := dry([]string{"ISTIO_SERVICE_CIDR=10.1.0.0/16"}, "-i", "10.2.0.0/16"); strings.Contains(out, "10.1.0.0/16") ||
+		!strings.Contains(out, "-d 10.2.0.0/16 -j ISTIO_REDIRECT") {
+		t.Errorf("the flag did not win over ISTIO_SERVICE_CIDR:\n%s", out)
+	}
+	if out := dry([]string{"REDIRECT_DNS=false", "ISTIO_META_DNS_CAPTURE=true"}, "--capture-all-dns"); !strings.Contains(out, "ISTIO_OUTPUT_DNS") {
+		t.Errorf("ISTIO_META_DNS_CAPTURE=true did not enable DNS capture:\n%s", out)
+	}
+	if out := dry([]string{"ISTIO_META_DNS_CAPTURE=true"}, "--capture-all-dns", "--redirect-dns=false"); strings.Contains(out, "ISTIO_OUTPUT_DNS") {
+		t.Errorf("--redirect-dns=false did not win:\n%s", out)
+	}
+	if out := dry([]string{"INBOUND_CAPTURE_PORT=15106", "PROXY_UID=1500"}, "-b", "*"); !strings.Contains(out, "--to-ports 15106") ||
+		!strings.Contains(out, "--uid-owner 1500") || !strings.Contains(out, "--gid-owner 1500") {
+		t.Errorf("INBOUND_CAPTURE_PORT / PROXY_UID (and the gid defaulting to it) not used:\n%s", out)
+	}
+}
+
+func TestPodIPv6(t *testing.T) {
+	n := func(s string) net.Addr {
+		ip, ipn, _ := net.ParseCIDR(s)
+		ipn.IP = ip
+		return ipn
+	}
+	for _, tc := range []struct {
+		addrs       []string
+		dual, v6, f bool
+	}{
+		{[]string{"127.0.0.1/8", "::1/128"}, false, false, false},
+		{[]string{"127.0.0.1/8", "fe80::1/64", "10.0.0.2/24", "fd00::2/64"}, false, false, true},
+		{[]string{"127.0.0.1/8", "fd00::2/64", "10.0.0.2/24"}, false, true, true},
+		{[]string{"10.0.0.2/24", "fd00::2/64"}, true, true, true},
+		{[]string{"10.0.0.2/24"}, true, false, true},
+	} {
+		var addrs []net.Addr
+		for _, a := range tc.addrs {
+			addrs = append(addrs, n(a))
+		}
+		if v6, found := podIPv6(addrs, tc.dual); v6 != tc.v6 || found != tc.f {
+			t.Errorf("%v dual=%v: v6=%v found=%v, want %v %v", tc.addrs, tc.dual, v6, found, tc.v6, tc.f)
+		}
 	}
 }
