@@ -123,6 +123,19 @@ func scenarios() []scenario {
 		}, checks: []check{
 			{"pod", appUID, "udp", ap(peer1, "53"), "peer-dns 53"},
 		}},
+		{name: "exclude-interface", set: func(o *Options) {
+			o.Config.ExcludeInterfaces = []string{"wm0"}
+		}, checks: []check{
+			{"pod", appUID, "tcp", ap(peer1, "80"), "peer 80"},
+			{"peer", 0, "tcp", ap("10.99.0.2", "8080"), "app 8080"},
+		}},
+		{name: "kube-virt-interface", set: func(o *Options) {
+			// Traffic a VM sends in through wm0 is the VM's outbound: to Envoy's outbound port.
+			o.Config.VirtInterfaces = []string{"wm0"}
+		}, checks: []check{
+			{"peer", 0, "tcp", ap("10.99.0.2", "8080"), "envoy-out 15001 " + ap("10.99.0.2", "8080")},
+			{"pod", appUID, "tcp", ap(peer1, "80"), "envoy-out 15001"},
+		}},
 		{name: "owner-groups-exclude", set: func(o *Options) {
 			o.Config.OwnerGroupsExclude = []string{"1000"}
 		}, checks: []check{
