@@ -1,6 +1,7 @@
 // Command pilot-agent is Wingman's drop-in replacement for Istio's sidecar agent. It accepts Istio's
 // sub-commands, flags and environment: `proxy [sidecar|router]`, `request`, `wait` and `version`, plus `bootstrap [--validate]`;
-// `istio-iptables` runs Istio's own iptables programmer.
+// `istio-iptables` (and Istio's older `istio-clean-iptables`) programs the pod's traffic capture
+// (package capture).
 //
 // Exit codes: 0 on a clean stop; 2 for usage and configuration errors found before anything is
 // started; Envoy's own exit code when Envoy exits by itself (Istio's agent exits 0 then); 255 for
@@ -42,8 +43,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return runVersion(rest, sio)
 	case "help":
 		return runHelp(rest, sio)
-	case "istio-iptables":
-		return runIstioIptables(rest, environ, sio)
+	case "istio-iptables", "istio-clean-iptables":
+		return runIstioIptables(ctx, rest, environ, sio, name == "istio-clean-iptables")
 	case "":
 		// Root flags only: parse them (unknown ones tolerated, as Istio does) and print help.
 		fs, _ := newRootFlagSet("pilot-agent", true)

@@ -97,8 +97,9 @@ Available Commands:
   wait        Waits until the Envoy proxy is ready
   version     Prints out build version information
   istio-iptables
-              Runs Istio's own iptables programmer (kept in the image as
-              /usr/local/bin/pilot-agent-istio, or named by WINGMAN_ISTIO_IPTABLES)
+              Sets up the pod's traffic capture (iptables or native nftables)
+  istio-clean-iptables
+              Removes the traffic capture (istio-iptables --cleanup-only)
   help        Help about any command
 
 Flags:
@@ -124,6 +125,9 @@ func runHelp(args []string, sio stdio) int {
 	case "version":
 		fs, _, _ := versionFlagSet()
 		commandUsage(sio.out, "version", "Prints out build version information", fs)
+	case "istio-iptables", "istio-clean-iptables":
+		fs, _ := iptablesFlagSet(args[0] == "istio-clean-iptables")
+		iptablesUsage(sio.out, fs)
 	default:
 		return usageError(sio, "pilot-agent", errUnknownCommand(args[0]))
 	}
