@@ -26,6 +26,8 @@ import (
 
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/internal/testca"
+
+	"github.com/wingman-mesh/wingman/fastpath"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -278,7 +280,7 @@ func (c *sdsClient) send(nonce string, names ...string) {
 	c.t.Helper()
 	err := c.stream.Send(&discovery.DiscoveryRequest{
 		Node:    &corev3.Node{Id: "sidecar~10.0.0.1~sleep.default~default.svc.cluster.local"},
-		TypeUrl: secretTypeURL, ResourceNames: names, ResponseNonce: nonce,
+		TypeUrl: fastpath.SecretType, ResourceNames: names, ResponseNonce: nonce,
 	})
 	if err != nil {
 		c.t.Fatal(err)

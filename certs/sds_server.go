@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/unixsock"
 )
 
@@ -68,7 +69,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	srv := grpc.NewServer(grpc.MaxConcurrentStreams(100000), grpc.WaitForHandlers(true),
-		grpc.ForceServerCodecV2(rawCodec{}))
+		grpc.ForceServerCodecV2(fastpath.Codec{}))
 	srv.RegisterService(&sdsServiceDesc, s)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
