@@ -52,14 +52,14 @@ type Config struct {
 	GracePeriodRatio       float64       // [SECRET_GRACE_PERIOD_RATIO] default 0.5
 	GracePeriodRatioJitter float64       // [SECRET_GRACE_PERIOD_RATIO_JITTER] default 0.01
 
-	// CAAddr is the CA's host:port [CA_ADDR, default the discovery address]. Plaintext when it ends
-	// in ":15010". Empty means no CA: certificates only come from files.
+	// CAAddr is the CA's host:port [CA_ADDR, default the discovery address]. Plaintext by
+	// internal/istiod's rule (port 15010). Empty means no CA: certificates only come from files.
 	CAAddr string
 	// CARootPath is the PEM file of roots trusted for the CA, or SystemRoots [CA_ROOT_CA, resolved
-	// by cmd with Istio's search order; see CARootSearch]. Re-read on every new connection.
+	// by cmd with Istio's search order; see CARootSearch]. Re-read when it changes.
 	CARootPath string
 	// IstiodSAN overrides the TLS server name for the CA [ISTIOD_SAN]. When empty the name is the
-	// host of CAAddr, with localhost mapped to istiod.istio-system.svc (see CAServerName).
+	// host of CAAddr, with localhost mapped to istiod.istio-system.svc (see istiod.ServerName).
 	IstiodSAN string
 	// ProvCertDir holds key.pem and cert-chain.pem presented to the CA as a client certificate
 	// [PROV_CERT]; loaded per handshake, skipped when absent.
@@ -185,22 +185,6 @@ func (c Config) validate() error {
 // SpiffeID is the workload identity the CSR asks for.
 func (c Config) SpiffeID() string {
 	return "spiffe://" + c.TrustDomain + "/ns/" + c.Namespace + "/sa/" + c.ServiceAccount
-}
-
-// CAServerName is the TLS server name used to verify the CA: istiodSAN when set, else the host
-// of addr, with localhost (and localhost.*) mapped to istiod.istio-system.svc, as Istio.
-func CAServerName(addr, istiodSAN string) string {
-	if istiodSAN != "" {
-		return istiodSAN
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if host == "localhost" || strings.HasPrefix(host, "localhost.") {
-		return "istiod.istio-system.svc"
-	}
-	return host
 }
 
 // CARootSearch is the input of Istio's FindRootCAForCA, resolved by cmd via CARootPathFor.

@@ -20,6 +20,7 @@ import (
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
 	"github.com/wingman-mesh/wingman/dns"
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/istiod"
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/mux"
 	"github.com/wingman-mesh/wingman/status"
@@ -220,15 +221,13 @@ func (a *agent) certParts(reg *metric.Registry) (*certs.Manager, *certs.Server, 
 // xdsProxy builds the xDS proxy with its one upstream connection to Istiod.
 func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) (*mux.Proxy, error) {
 	env, s := a.env, a.settings
-	addr := s.DiscoveryAddress
 	up := mux.UpstreamConfig{
-		Address:   addr,
-		Plaintext: strings.HasSuffix(addr, ":15010") || s.ControlPlaneAuthPolicy == "NONE",
+		Address: s.DiscoveryAddress, Plaintext: s.ControlPlaneAuthPolicy == "NONE",
 		TokenFile: tokenPath, KeepaliveTime: env.GRPCKeepaliveInterval, KeepaliveTimeout: env.GRPCKeepaliveTimeout,
-		ServerName: certs.CAServerName(addr, env.IstiodSAN),
-		Metadata:   map[string]string{},
+		ServerName: istiod.ServerName(s.DiscoveryAddress, env.IstiodSAN),
+		ClusterID:  env.ClusterID, Metadata: env.XDSHeaders,
 	}
-	if !up.Plaintext {
+	if !up.IsPlaintext() {
 		root, err := xdsRootPath(env)
 		if err != nil {
 			return nil, err
@@ -237,12 +236,6 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) 
 		if m != nil && !env.FileMountedCerts {
 			up.ClientCertificate = m.GetClientCertificate
 		}
-	}
-	if env.ClusterID != "" {
-		up.Metadata["ClusterID"] = env.ClusterID
-	}
-	for k, v := range env.XDSHeaders {
-		up.Metadata[k] = v
 	}
 	agentTypes := map[string]mux.Handler{}
 	if d != nil {
