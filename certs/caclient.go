@@ -60,11 +60,11 @@ func (c *caClient) sign(ctx context.Context, csrPEM []byte) ([]string, error) {
 		c.met.retries.Inc()
 		wait := backoff/2 + rand.N(backoff)
 		backoff *= 2
-		t := time.NewTimer(wait)
+		t := c.cfg.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 	c.reset(conn)
@@ -141,7 +141,7 @@ func (c *caClient) istiodConfig() (istiod.Config, error) {
 	if dir := c.cfg.ProvCertDir; dir != "" {
 		ic.ClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			kp, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert-chain.pem"), filepath.Join(dir, "key.pem"))
-			if err != nil || kp.Leaf == nil || time.Now().After(kp.Leaf.NotAfter) {
+			if err != nil || kp.Leaf == nil || c.cfg.Clock.Now().After(kp.Leaf.NotAfter) {
 				return &tls.Certificate{}, nil // token only, as Istio does for missing or expired certs
 			}
 			return &kp, nil

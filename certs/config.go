@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wingman-mesh/wingman/internal/clock"
 	"github.com/wingman-mesh/wingman/internal/metric"
 )
 
@@ -23,18 +24,6 @@ const (
 
 // SystemRoots is the CARootPath value that selects the operating system's root pool.
 const SystemRoots = "SYSTEM"
-
-// Clock is the time source of rotation decisions, validity checks and backoff waits.
-type Clock interface {
-	Now() time.Time
-	// After returns a channel that receives once d has elapsed on this clock.
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Config holds every setting of the workload identity part. cmd fills it from the environment
 // (names in brackets); zero values take Istio's defaults, applied by withDefaults.
@@ -100,7 +89,7 @@ type Config struct {
 	RetryMax     time.Duration
 	CAAttempts   int
 
-	Clock      Clock            // nil → real time
+	Clock      clock.Clock      // nil → real time
 	Logger     *slog.Logger     // nil → discard
 	Registerer *metric.Registry // nil → metrics are kept but not exported
 }
@@ -149,7 +138,7 @@ func (c Config) withDefaults() Config {
 		c.CAAttempts = 5
 	}
 	if c.Clock == nil {
-		c.Clock = realClock{}
+		c.Clock = clock.Real
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -28,22 +28,27 @@ import (
 	"github.com/wingman-mesh/wingman/internal/testca"
 
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/clock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeClock is a Clock that moves only when told to. Guarded by mu.
+// fakeClock is a clock.Clock that moves only when told to. Guarded by mu.
 type fakeClock struct {
 	mu      sync.Mutex
 	now     time.Time
-	waiters []fakeWaiter
+	waiters []*fakeTimer
 	added   chan struct{} // capacity 1: a waiter was added
 }
 
-type fakeWaiter struct {
+// fakeTimer fires when the clock reaches at.
+type fakeTimer struct {
+	c  *fakeClock
 	at time.Time
 	ch chan time.Time
 }
+
+var _ clock.Clock = (*fakeClock)(nil)
 
 func newFakeClock() *fakeClock {
 	return &fakeClock{now: time.Now().Truncate(time.Second), added: make(chan struct{}, 1)}
@@ -55,20 +60,34 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+func (c *fakeClock) NewTimer(d time.Duration) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
+	t := &fakeTimer{c: c, at: c.now.Add(d), ch: make(chan time.Time, 1)}
 	if d <= 0 {
-		ch <- c.now
-		return ch
+		t.ch <- c.now
+		return t
 	}
-	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), ch: ch})
+	c.waiters = append(c.waiters, t)
 	select {
 	case c.added <- struct{}{}:
 	default:
 	}
-	return ch
+	return t
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.ch }
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	for i, w := range t.c.waiters {
+		if w == t {
+			t.c.waiters = append(t.c.waiters[:i], t.c.waiters[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // Set moves the clock to t (never backwards) and fires every waiter due by then.

@@ -17,6 +17,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/wingman-mesh/wingman/internal/clock"
 )
 
 // standinPath is the stand-in Envoy built by TestMain.
@@ -141,7 +143,7 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
+func (c *fakeClock) NewTimer(d time.Duration) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &fakeTimer{c: c, when: c.now.Add(d), ch: make(chan time.Time, 1)}
@@ -206,4 +208,4 @@ func (c *fakeClock) waitTimers(t *testing.T, n int) {
 	}
 }
 
-var _ Clock = (*fakeClock)(nil)
+var _ clock.Clock = (*fakeClock)(nil)
