@@ -32,7 +32,7 @@ func BenchmarkRotation(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if err := e.clock.waitForWaiter(e.ctx); err != nil {
+				if err := waitForWaiter(e.ctx, e.clock); err != nil {
 					b.Fatal(err)
 				}
 				if !e.m.keyReady.Load() {

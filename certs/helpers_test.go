@@ -28,103 +28,19 @@ import (
 	"github.com/wingman-mesh/wingman/internal/testca"
 
 	"github.com/wingman-mesh/wingman/fastpath"
-	"github.com/wingman-mesh/wingman/internal/clock"
+	"github.com/wingman-mesh/wingman/internal/clock/clocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeClock is a clock.Clock that moves only when told to. Guarded by mu.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []*fakeTimer
-	added   chan struct{} // capacity 1: a waiter was added
-}
-
-// fakeTimer fires when the clock reaches at.
-type fakeTimer struct {
-	c  *fakeClock
-	at time.Time
-	ch chan time.Time
-}
-
-var _ clock.Clock = (*fakeClock)(nil)
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Now().Truncate(time.Second), added: make(chan struct{}, 1)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) clock.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), ch: make(chan time.Time, 1)}
-	if d <= 0 {
-		t.ch <- c.now
-		return t
-	}
-	c.waiters = append(c.waiters, t)
-	select {
-	case c.added <- struct{}{}:
-	default:
-	}
-	return t
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	for i, w := range t.c.waiters {
-		if w == t {
-			t.c.waiters = append(t.c.waiters[:i], t.c.waiters[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-// Set moves the clock to t (never backwards) and fires every waiter due by then.
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t.After(c.now) {
-		c.now = t
-	}
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if !w.at.After(c.now) {
-			w.ch <- c.now
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	c.waiters = kept
-}
-
-func (c *fakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
+func newFakeClock() *clocktest.Fake { return clocktest.NewFake(time.Now().Truncate(time.Second)) }
 
 // waitForWaiter blocks until some goroutine waits on the clock.
-func (c *fakeClock) waitForWaiter(ctx context.Context) error {
-	for {
-		c.mu.Lock()
-		n := len(c.waiters)
-		c.mu.Unlock()
-		if n > 0 {
-			return nil
-		}
-		select {
-		case <-c.added:
-		case <-ctx.Done():
-			return errors.New("no goroutine ever waited on the fake clock")
-		}
+func waitForWaiter(ctx context.Context, c *clocktest.Fake) error {
+	if err := c.Wait(ctx, func(n int) bool { return n > 0 }); err != nil {
+		return errors.New("no goroutine ever waited on the fake clock")
 	}
+	return nil
 }
 
 // logSink is a slog handler that hands records to the test.
@@ -146,7 +62,7 @@ type env struct {
 	t     testing.TB
 	ctx   context.Context
 	dir   string
-	clock *fakeClock
+	clock *clocktest.Fake
 	ca    *testca.CA
 	reg   *metric.Registry
 	logs  chan slog.Record
@@ -263,7 +179,7 @@ func (e *env) counter(name string) float64 {
 // rotation time, or past the longest retry backoff when that time has passed already.
 func (e *env) rotate() {
 	e.t.Helper()
-	if err := e.clock.waitForWaiter(e.ctx); err != nil {
+	if err := waitForWaiter(e.ctx, e.clock); err != nil {
 		e.t.Fatal(err)
 	}
 	at := e.m.cur.Load().rotateAt

@@ -27,12 +27,9 @@ func runBootstrap(ctx context.Context, args, environ []string, sio stdio) int {
 		}
 		return usageError(sio, "pilot-agent bootstrap", err)
 	}
-	nodeType := "sidecar"
-	if fs.NArg() > 0 {
-		nodeType = fs.Arg(0)
-	}
-	if !contains(validNodeTypes, nodeType) {
-		return usageError(sio, "pilot-agent bootstrap", fmt.Errorf("invalid proxy Type: %s", nodeType))
+	nodeType, err := proxyNodeType(fs)
+	if err != nil {
+		return usageError(sio, "pilot-agent bootstrap", err)
 	}
 	env, err := options.Parse(environ)
 	if err != nil {
