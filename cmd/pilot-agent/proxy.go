@@ -204,18 +204,20 @@ func resolveAgent(ctx context.Context, shutdown context.CancelFunc, pf *proxyFla
 		return nil, err
 	}
 
-	a := &agent{flags: pf, root: root, env: env, nodeType: nodeType, settings: settings, proxyConfig: pc,
-		fips:        fipsPolicy(env.CompliancePolicy),
-		dnsOnPort53: os.Getuid() == 0 && strings.HasSuffix(env.DNSProxyAddr, ":53"),
-		log:         log, shutdown: shutdown}
-	a.platform = platform.Start(ctx, platform.Config{CloudPlatform: env.CloudPlatform})
-	a.identity = <-identity
-	log.Info("proxy role", "ips", a.identity.IPs, "type", nodeType, "id", a.identity.ID, "domain", a.identity.DNSDomain)
-	a.serveOnlyFiles = probeSDSSocket(sdsSocketPath(env), log)
+	detection := platform.Start(ctx, platform.Config{CloudPlatform: env.CloudPlatform})
+	id := <-identity
+	log.Info("proxy role", "ips", id.IPs, "type", nodeType, "id", id.ID, "domain", id.DNSDomain)
+	serveOnlyFiles := probeSDSSocket(sdsSocketPath(env), log)
+	var bootstrapPath string
+	var render bool
 	if !env.DisableEnvoy {
-		a.bootstrapPath, a.renderBootstrap = bootstrapPathFor(pc, settings.ConfigPath)
+		bootstrapPath, render = bootstrapPathFor(pc, settings.ConfigPath)
 	}
-	return a, nil
+	return &agent{flags: pf, root: root, env: env, nodeType: nodeType, settings: settings, identity: id,
+		platform: detection, bootstrapPath: bootstrapPath, proxyConfig: pc, serveOnlyFiles: serveOnlyFiles,
+		renderBootstrap: render, fips: fipsPolicy(env.CompliancePolicy),
+		dnsOnPort53: os.Getuid() == 0 && strings.HasSuffix(env.DNSProxyAddr, ":53"),
+		log:         log, shutdown: shutdown}, nil
 }
 
 // fipsPolicy reports whether COMPLIANCE_POLICY asks for FIPS 140 (Istio's fips-140-2 and
