@@ -34,9 +34,10 @@ type Config struct {
 	KeepaliveTime, KeepaliveTimeout time.Duration
 }
 
-// IsPlaintext reports whether the connection goes without TLS: when Plaintext is set or, as
-// Istio's agent decides (pkg/istio-agent: discovery and CA addresses ending in ":15010", Istiod's
-// plaintext port), by the address.
+// IsPlaintext reports whether the connection goes without TLS: when Plaintext is set, or when the
+// address ends in ":15010", Istiod's plaintext port. The port rule is Istio's CA client's
+// (pkg/istio-agent, createCitadel: an endpoint ending in ":15010" means a debug or IP-secure
+// network); Wingman has applied it to the xDS upstream as well, and keeps doing so.
 func (c *Config) IsPlaintext() bool {
 	return c.Plaintext || strings.HasSuffix(c.Address, ":15010")
 }
