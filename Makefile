@@ -41,9 +41,9 @@ fuzz-long:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) ./...
 
-# The whole agent on one machine against meshlab, a local control plane (see demo/).
+# The whole agent on one machine against meshlab, a local control plane (see lab/demo/).
 demo:
-	$(GO) run ./demo
+	$(GO) run ./lab/demo
 
 # End-to-end performance against the reference agent (see perf/README or perf/results/report.md).
 SCENARIO ?= large_4mb

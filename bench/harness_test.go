@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/lab/refagent"
 	"github.com/wingman-mesh/wingman/mux"
-	"github.com/wingman-mesh/wingman/perf/refagent"
 )
 
 const maxMsg = 64 << 20
@@ -87,7 +87,7 @@ func startWingman(tb testing.TB, upstream string) string {
 	return sock
 }
 
-// startReference serves the reference proxy (perf/refagent: decode and re-encode, a new
+// startReference serves the reference proxy (lab/refagent: decode and re-encode, a new
 // upstream connection per stream, as Istio's agent) on a Unix socket in front of upstream.
 func startReference(tb testing.TB, upstream string) string {
 	sock := filepath.Join(tb.TempDir(), "XDS")

@@ -15,7 +15,7 @@ import (
 
 	pb "istio.io/api/security/v1alpha1"
 
-	"github.com/wingman-mesh/wingman/internal/testca"
+	"github.com/wingman-mesh/wingman/lab/testca"
 )
 
 const testID = "spiffe://cluster.local/ns/default/sa/sleep"

@@ -59,6 +59,10 @@ type Config struct {
 	CAHeaders  map[string]string // [CA_HEADER_<NAME>] sent as <NAME> metadata
 	CertSigner string            // [ISTIO_META_CERT_SIGNER] sent as metadata.CertSigner
 
+	// CRLPath is the plugged-in CA's CRL file [PILOT_ENABLE_CA_CRL: DefaultCRLPath]; when it
+	// exists, ROOTCA and file-root: secrets carry it, pushed again when it changes. Empty: none.
+	CRLPath string
+
 	// OutputCertsDir receives key.pem, cert-chain.pem and root-cert.pem after each new
 	// certificate [OUTPUT_CERTS]; written atomically with OutputCertsMode (default 0600).
 	OutputCertsDir  string

@@ -46,6 +46,8 @@ type fileSecrets struct {
 	store      *store       // concurrency-safe
 	log        *slog.Logger // immutable
 	onWorkload func(kp *tls.Certificate, chainPEM, keyPEM []byte)
+	extras     *rootExtras // set once by NewManager: trust bundle and CRL for root secrets
+	onCRL      func()      // set once by NewManager: the CRL changed (ROOTCA from the CA is pushed again)
 
 	loadMu sync.Mutex // serialises loads, so an older read is never published after a newer one
 
@@ -136,8 +138,17 @@ func (f *fileSecrets) load(e *fileEntry) error {
 		if err != nil {
 			return f.fail(fmt.Errorf("resource %q: %s: %w", e.name, e.ca, err))
 		}
-		content = roots
-		publish = func() { f.store.publish(rootSecret(e.name, roots)) }
+		sec := rootSecret(e.name, roots, nil)
+		if f.extras != nil {
+			if e.name == ResourceRootCA {
+				sec = f.extras.rootCASecret(roots)
+			} else {
+				_, crl := f.extras.snapshot()
+				sec = rootSecret(e.name, roots, crl)
+			}
+		}
+		content = sec.body // the roots with the bundle and CRL: any of them changing publishes
+		publish = func() { f.store.publish(sec) }
 	} else {
 		certPEM, err := os.ReadFile(e.cert)
 		if err != nil {
@@ -317,6 +328,14 @@ func (f *fileSecrets) run(ctx context.Context) {
 }
 
 func (f *fileSecrets) reloadAll() error {
+	var crlErr error
+	if f.extras != nil {
+		var changed bool
+		if changed, crlErr = f.extras.reloadCRL(); changed && f.onCRL != nil {
+			f.log.Info("CA CRL changed; pushing root certificates again")
+			f.onCRL()
+		}
+	}
 	f.mu.Lock()
 	entries := make([]*fileEntry, 0, len(f.entries))
 	for _, e := range f.entries {
@@ -324,7 +343,7 @@ func (f *fileSecrets) reloadAll() error {
 	}
 	f.addWatchesLocked()
 	f.mu.Unlock()
-	var errs []error
+	errs := []error{crlErr}
 	for _, e := range entries {
 		errs = append(errs, f.load(e))
 	}

@@ -24,11 +24,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/wingman-mesh/wingman/internal/metric"
-	"github.com/wingman-mesh/wingman/internal/testca"
-
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/clock/clocktest"
+	"github.com/wingman-mesh/wingman/internal/metric"
+	"github.com/wingman-mesh/wingman/lab/testca"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -38,6 +38,7 @@ type Manager struct {
 	ca       *caClient    // immutable; nil when certificates come only from files
 	store    *store       // concurrency-safe
 	files    *fileSecrets // concurrency-safe
+	extras   *rootExtras  // concurrency-safe: PCDS trust bundle and CRL for root secrets
 
 	keys      chan privateKey // unbuffered: the key generator hands over the next key
 	ready     chan struct{}   // closed once the first workload certificate is in hand
@@ -69,7 +70,15 @@ func NewManager(cfg Config) (*Manager, error) {
 		aliases:  make(map[string]struct{}),
 	}
 	m.met = newMetrics(cfg.Registerer, m.expiries)
+	m.extras = &rootExtras{crlPath: cfg.CRLPath}
 	m.files = newFileSecrets(&m.cfg, m.met, m.store, m.log, m.fileWorkload)
+	m.files.extras, m.files.onCRL = m.extras, m.publishCARoot
+	if d := m.extras.crlDir(); d != "" {
+		m.files.dirs[d] = false // watched once the file watcher runs
+	}
+	if _, err := m.extras.reloadCRL(); err != nil {
+		m.log.Warn("CA CRL not served", "err", err)
+	}
 	switch dir := m.fileCertDir(); {
 	case cfg.ServeOnlyFiles:
 	case dir != "":
@@ -254,7 +263,7 @@ func (m *Manager) install(w *workload) {
 	prev := m.cur.Swap(w)
 	m.store.publish(certSecret(ResourceDefault, w.chainPEM, w.keyPEM))
 	if prev == nil || !bytes.Equal(prev.rootPEM, w.rootPEM) {
-		m.store.publish(rootSecret(ResourceRootCA, w.rootPEM))
+		m.store.publish(m.extras.rootCASecret(w.rootPEM))
 	}
 	for name := range m.aliases {
 		m.store.publish(certSecret(name, w.chainPEM, w.keyPEM))

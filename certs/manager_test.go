@@ -14,7 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/wingman-mesh/wingman/internal/testca"
+	"github.com/wingman-mesh/wingman/lab/testca"
 )
 
 // TestStartup: the socket serves before any certificate; a client that asks at once gets a valid

@@ -23,6 +23,7 @@ const (
 	tlsCertChain            = 1 // TlsCertificate.certificate_chain
 	tlsPrivateKey           = 2 // TlsCertificate.private_key
 	validationTrustedCA     = 1 // CertificateValidationContext.trusted_ca
+	validationCRL           = 7 //   .crl
 	dataSourceInlineBytes   = 2 // config.core.v3.DataSource.inline_bytes
 )
 
@@ -84,13 +85,20 @@ func certSecret(name string, chainPEM, keyPEM []byte) secret {
 	return secret{name: name, body: b}
 }
 
-// rootSecret is a validation_context secret trusting rootPEM.
-func rootSecret(name string, rootPEM []byte) secret {
+// rootSecret is a validation_context secret trusting rootPEM, with the CRL crl when not nil.
+func rootSecret(name string, rootPEM, crl []byte) secret {
 	inner := fieldSize(validationTrustedCA, inlineSize(rootPEM))
+	if crl != nil {
+		inner += fieldSize(validationCRL, inlineSize(crl))
+	}
 	b := make([]byte, 0, nameSize(name)+fieldSize(secretValidationContext, inner))
 	b = appendName(b, name)
 	b = appendMessage(b, secretValidationContext, inner, func(dst []byte) []byte {
-		return appendInline(dst, validationTrustedCA, rootPEM)
+		dst = appendInline(dst, validationTrustedCA, rootPEM)
+		if crl != nil {
+			dst = appendInline(dst, validationCRL, crl)
+		}
+		return dst
 	})
 	return secret{name: name, body: b}
 }

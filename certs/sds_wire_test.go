@@ -53,12 +53,20 @@ func TestSecretEncodingMatchesProto(t *testing.T) {
 		}
 		want = mustMarshal(t, &tlsv3.Secret{Name: tc.name, Type: &tlsv3.Secret_ValidationContext{
 			ValidationContext: &tlsv3.CertificateValidationContext{TrustedCa: inlineDS([]byte(tc.chain))}}})
-		got = rootSecret(tc.name, []byte(tc.chain))
+		got = rootSecret(tc.name, []byte(tc.chain), nil)
 		if got.name != tc.name || !bytes.Equal(got.body, want) {
 			t.Errorf("rootSecret(%.10q): %x\nwant %x", tc.name, trim(got.body), trim(want))
 		}
 		if cap(got.body) != len(got.body) {
 			t.Errorf("rootSecret(%.10q): cap %d, len %d: size computed wrong", tc.name, cap(got.body), len(got.body))
+		}
+		// With a CRL (PILOT_ENABLE_CA_CRL), as CertificateValidationContext.crl.
+		crl := []byte(tc.key)
+		want = mustMarshal(t, &tlsv3.Secret{Name: tc.name, Type: &tlsv3.Secret_ValidationContext{
+			ValidationContext: &tlsv3.CertificateValidationContext{TrustedCa: inlineDS([]byte(tc.chain)), Crl: inlineDS(crl)}}})
+		got = rootSecret(tc.name, []byte(tc.chain), crl)
+		if !bytes.Equal(got.body, want) || cap(got.body) != len(got.body) {
+			t.Errorf("rootSecret(%.10q) with CRL: %x\nwant %x", tc.name, trim(got.body), trim(want))
 		}
 	}
 }
@@ -66,7 +74,7 @@ func TestSecretEncodingMatchesProto(t *testing.T) {
 // TestResponseEncodingMatchesProto: a response built from shared resource encodings is what
 // marshalling the DiscoveryResponse with Any resources gives, for 0, 1 and 3 resources.
 func TestResponseEncodingMatchesProto(t *testing.T) {
-	secrets := []secret{certSecret("default", []byte("chain"), []byte("key")), rootSecret("ROOTCA", []byte("root")),
+	secrets := []secret{certSecret("default", []byte("chain"), []byte("key")), rootSecret("ROOTCA", []byte("root"), nil),
 		certSecret("big", bytes.Repeat([]byte("c"), 20000), []byte("k"))}
 	now := time.Date(2026, 12, 2, 14, 0, 5, 123, time.FixedZone("x", 3600))
 	for n := 0; n <= len(secrets); n++ {

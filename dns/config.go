@@ -41,9 +41,10 @@ type Config struct {
 	// ForwardTimeout bounds each upstream exchange (dial, write and read) (DNS_FORWARD_TIMEOUT).
 	// Default 5s.
 	ForwardTimeout time.Duration
-	// ForwardParallel sends forwarded queries to every nameserver at once and answers with the
-	// first good reply (DNS_FORWARD_PARALLEL); otherwise nameservers are tried one after the
-	// other, starting at a random one.
+	// ForwardParallel sends forwarded queries to every nameserver at once and relays the
+	// first well-formed reply (DNS_FORWARD_PARALLEL); otherwise nameservers are tried one
+	// after the other, starting at a random one, until one replies. Either way the reply is
+	// relayed whatever its rcode, as Istio's queryUpstream does.
 	ForwardParallel bool
 	// MaxConcurrentForwards bounds the forwarded queries in flight; a query over the bound is
 	// answered SERVFAIL at once instead of queueing. Default 1024.

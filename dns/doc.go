@@ -6,5 +6,7 @@
 // The lookup table is rebuilt from each NameTable push and swapped atomically; the query path
 // takes no lock. Answers for table hits are written straight into a per-worker buffer from
 // pre-encoded resource records, so a table hit allocates nothing. Forwarded queries are sent
-// as received (the client's bytes), validated, and cut to the client's UDP size when needed.
+// as received (the client's bytes) over the client's transport; the reply is validated and
+// cut to the client's UDP size when needed. PARITY.md lists where answers differ from
+// Istio's agent, each with the RFC that requires it.
 package dns

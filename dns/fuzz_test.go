@@ -72,3 +72,46 @@ func checkReplyProperties(t *testing.T, pkt, resp []byte, q *query, tcp bool) {
 		t.Fatalf("reply without records of %d bytes for a %d-byte query", len(resp), len(pkt))
 	}
 }
+
+// FuzzUpstreamReply feeds arbitrary bytes as an upstream's reply to a fixed query through the
+// checks and the cut to the client's size, as forward does: nothing panics, a reply that
+// fails the checks is never relayed, and what is relayed fits the client and carries the
+// query's ID.
+func FuzzUpstreamReply(f *testing.F) {
+	reqs := [][]byte{pack(f, "example.org.", mdns.TypeA, 0), pack(f, "Big.Example.org.", mdns.TypeA, 1232)}
+	for _, req := range reqs {
+		m := new(mdns.Msg)
+		_ = m.Unpack(req)
+		r := new(mdns.Msg)
+		r.SetReply(m)
+		r.Answer = bigAnswer(m.Question[0].Name)
+		full, _ := r.Pack()
+		f.Add(uint8(len(reqs)-1), full)
+		r.Answer = r.Answer[:1]
+		one, _ := r.Pack()
+		f.Add(uint8(0), one)
+		r.Rcode = mdns.RcodeServerFailure
+		r.Answer = nil
+		sf, _ := r.Pack()
+		f.Add(uint8(1), sf)
+	}
+	f.Fuzz(func(t *testing.T, which uint8, resp []byte) {
+		req := reqs[int(which)%len(reqs)]
+		var q query
+		if parseQuery(req, &q, make([]byte, 0, 256)) != verdictOK {
+			t.Fatal("seed query does not parse")
+		}
+		if checkReply(resp, &q) != nil {
+			return
+		}
+		for _, limit := range []int{minUDPSize, udpLimit(&q), maxMsgSize} {
+			out := fitReply(make([]byte, 0, maxMsgSize), resp, &q, limit)
+			if len(out) > limit || len(out) < headerLen {
+				t.Fatalf("relayed %d bytes for a limit of %d", len(out), limit)
+			}
+			if binary.BigEndian.Uint16(out) != q.id {
+				t.Fatalf("relayed reply has ID %#x, query %#x", binary.BigEndian.Uint16(out), q.id)
+			}
+		}
+	})
+}

@@ -57,11 +57,12 @@ func (u *upstream) ServeDNS(w mdns.ResponseWriter, r *mdns.Msg) {
 		m.Answer = []mdns.RR{rr}
 	}
 	size := mdns.MinMsgSize
-	if w.RemoteAddr().Network() == "tcp" {
-		size = mdns.MaxMsgSize
-	} else if o := r.IsEdns0(); o != nil {
+	if o := r.IsEdns0(); o != nil {
 		size = int(o.UDPSize())
 		m.SetEdns0(o.UDPSize(), false)
+	}
+	if w.RemoteAddr().Network() == "tcp" {
+		size = mdns.MaxMsgSize
 	}
 	m.Truncate(size)
 	_ = w.WriteMsg(m)
@@ -324,7 +325,8 @@ func answers(r *mdns.Msg) []string {
 		case *mdns.A:
 			out = append(out, v.Hdr.Name+" A "+v.A.String())
 		case *mdns.AAAA:
-			out = append(out, v.Hdr.Name+" AAAA "+v.AAAA.String())
+			a, _ := netip.AddrFromSlice(v.AAAA) // keeps an IPv4-mapped address in IPv6 form
+			out = append(out, v.Hdr.Name+" AAAA "+a.String())
 		case *mdns.CNAME:
 			out = append(out, v.Hdr.Name+" CNAME "+v.Target)
 		default:

@@ -54,7 +54,9 @@ func parseResolvConf(raw []byte) (resolvConf, error) {
 			rc.servers = append(rc.servers, ap)
 		case "search":
 			rc.search = append([]string(nil), f[1:]...)
-		case "domain":
+		case "domain": // as miekg/dns's ClientConfigFromReader, which Istio uses: a bare
+			// "domain" clears the search list
+			rc.search = nil
 			if len(f) > 1 {
 				rc.search = []string{f[1]}
 			}

@@ -136,12 +136,21 @@ func TestTruncation(t *testing.T) {
 			}
 		})
 	}
-	// For one UDP query the upstream truncated its UDP reply and the proxy fell back to TCP
-	// for the full answer, which it then cut to the client's size.
+	// The upstream's truncated UDP reply is relayed as it came, TC set, after exactly one
+	// upstream query over UDP, as Istio's queryUpstream (miekg/dns Client.Exchange over the
+	// client's transport, which does not retry over TCP); the client's own TCP retry is
+	// forwarded over TCP, once.
 	before := len(up.transports())
-	askRaw(t, addr, pack(t, "big.example.org.", mdns.TypeA, 0))
+	r := new(mdns.Msg)
+	if err := r.Unpack(askRaw(t, addr, pack(t, "big.example.org.", mdns.TypeA, 0))); err != nil || !r.Truncated {
+		t.Fatalf("relayed reply: TC %v, err %v", r.Truncated, err)
+	}
+	if nets := up.transports()[before:]; !slices.Equal(nets, []string{"udp"}) {
+		t.Fatalf("upstream saw %v for one UDP query, want [udp]", nets)
+	}
+	ask(t, "tcp", addr, "big.example.org.", mdns.TypeA, 0)
 	if nets := up.transports()[before:]; !slices.Equal(nets, []string{"udp", "tcp"}) {
-		t.Fatalf("upstream saw %v for one UDP query, want [udp tcp]", nets)
+		t.Fatalf("upstream saw %v after the TCP retry, want [udp tcp]", nets)
 	}
 }
 
@@ -219,23 +228,37 @@ func TestForwardParallel(t *testing.T) {
 	}
 }
 
-func TestSequentialSkipsServfail(t *testing.T) {
+// TestSequentialRelaysServfail: a SERVFAIL from the upstream asked is relayed, as Istio's
+// queryUpstream does (it moves to the next server only on an Exchange error). Each query
+// goes to one server, chosen at random; over many queries both answers are seen, and
+// every query reaches exactly one upstream.
+func TestSequentialRelaysServfail(t *testing.T) {
 	up := startUpstream(t, "127.0.0.1")
 	servfail := func(req []byte) []byte {
 		r := append([]byte(nil), req...)
 		r[2], r[3] = r[2]|0x80, r[3]&0xF0|rcodeServFail
 		return r
 	}
-	bad, _ := blackhole(t, servfail)
+	bad, badGot := blackhole(t, servfail)
 	s := newTestServer(t, Config{}, bad, up.addr)
 	if err := s.UpdateNameTable(marshalTable(t, testTable())); err != nil {
 		t.Fatal(err)
 	}
 	addr := run(t, s)
-	for range 6 { // whichever server comes first, the good answer wins
-		if r := ask(t, "udp", addr, "example.org.", mdns.TypeA, 0); r.Rcode != 0 || len(r.Answer) != 1 {
-			t.Fatalf("got %v", r)
+	seen := map[int]int{}
+	const n = 40
+	for range n {
+		r := ask(t, "udp", addr, "example.org.", mdns.TypeA, 0)
+		seen[r.Rcode]++
+		if r.Rcode == mdns.RcodeServerFailure {
+			<-badGot
 		}
+	}
+	if seen[mdns.RcodeServerFailure] == 0 || seen[mdns.RcodeSuccess] == 0 || len(seen) != 2 {
+		t.Fatalf("rcodes over %d queries: %v, want both SERVFAIL (relayed) and NOERROR", n, seen)
+	}
+	if got := len(up.transports()); got != seen[mdns.RcodeSuccess] {
+		t.Fatalf("good upstream asked %d times for %d NOERROR answers: a SERVFAIL was retried", got, seen[mdns.RcodeSuccess])
 	}
 }
 

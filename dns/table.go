@@ -125,18 +125,21 @@ func validName(n string) bool {
 	return label == 0
 }
 
-// hasDomainSuffix reports whether name ("a.b.c.") is suffix ("b.c.") or under it.
-func hasDomainSuffix(name, suffix string) bool {
-	return name == suffix || strings.HasSuffix(name, "."+suffix)
-}
-
-// altNames returns the normalized names a NameTable host answers to: the host itself and, for
-// Kubernetes services inside the proxy's domain, "short.ns.", "short." (own namespace only),
-// "short.ns.<first domain label>." and the entry's alt_hosts.
+// altNames returns the normalized names a NameTable host answers to, by the rules of Istio's
+// GenerateAltHosts (pkg/dns/util.go) and BuildAlternateHosts (pkg/dns/client/dns.go): the host
+// itself and, for Kubernetes services whose host ends in the proxy's domain, "short.ns.",
+// "short." (own namespace only), "short.ns.<first domain label>." and the entry's alt_hosts.
+// As in Istio, the domain test is a plain suffix test, and a Kubernetes host written with a
+// trailing dot yields no name at all.
 func (n naming) altNames(host string, ni *ndspb.NameTable_NameInfo) []string {
-	fqdn := normalizeName(host)
-	out := []string{fqdn}
-	if ni.GetRegistry() != registryKubernetes || n.domain == "" || !hasDomainSuffix(fqdn, n.domain+".") {
+	if ni.GetRegistry() != registryKubernetes {
+		return []string{normalizeName(host)}
+	}
+	if strings.HasSuffix(host, ".") {
+		return nil
+	}
+	out := []string{normalizeName(host)}
+	if n.domain == "" || !strings.HasSuffix(strings.ToLower(host), n.domain) {
 		return out
 	}
 	short, ns := strings.ToLower(ni.GetShortname()), strings.ToLower(ni.GetNamespace())
@@ -219,7 +222,7 @@ func buildTable(nt *ndspb.NameTable, n naming) *table {
 	if n.search != "" {
 		t.searchWire = len(n.search) + 1
 		for name, c := range claims {
-			if hasDomainSuffix(name, n.search) {
+			if strings.HasSuffix(name, n.search) { // a plain suffix test, as Istio's buildDNSAnswers
 				continue
 			}
 			long := name + n.search
@@ -242,7 +245,8 @@ func newEntry(ips []string) *entry {
 		if err != nil {
 			continue
 		}
-		a = a.WithZone("").Unmap()
+		// As Istio's ParseIPsSplitToV4V6: an IPv4-mapped IPv6 address stays IPv6 (AAAA).
+		a = a.WithZone("")
 		if _, dup := seen[a]; dup {
 			continue
 		}

@@ -21,9 +21,13 @@ func TestAltNames(t *testing.T) {
 	}{
 		{"a.ns1.svc.cluster.local", withAlt, []string{"a.ns1.svc.cluster.local.", "a.ns1.", "a.", "a.ns1.svc.", "alias.example.org."}},
 		{"b.ns2.svc.cluster.local", kube("b", "ns2"), []string{"b.ns2.svc.cluster.local.", "b.ns2.", "b.ns2.svc."}},
-		// Another cluster's domain, or a suffix that only looks alike: no short forms.
+		// Another cluster's domain: no short forms (GenerateAltHosts' HasSuffix test).
 		{"c.ns1.svc.other.local", kube("c", "ns1"), []string{"c.ns1.svc.other.local."}},
-		{"d.ns1.xsvc.cluster.local", kube("d", "ns1"), []string{"d.ns1.xsvc.cluster.local."}},
+		// Istio's domain test is a plain string suffix, not a label boundary: a host that only
+		// looks alike gets the short forms too.
+		{"d.ns1.xsvc.cluster.local", kube("d", "ns1"), []string{"d.ns1.xsvc.cluster.local.", "d.ns1.", "d.", "d.ns1.svc."}},
+		// GenerateAltHosts returns no name for a Kubernetes host written with a trailing dot.
+		{"e.ns1.svc.cluster.local.", kube("e", "ns1"), nil},
 		// Other registries answer only to the host; alt_hosts are ignored as in Istio.
 		{"WWW.Example.COM.", &ndspb.NameTable_NameInfo{Registry: "External", AltHosts: []string{"x"}}, []string{"www.example.com."}},
 	} {
@@ -71,8 +75,10 @@ func TestBuildTableConflicts(t *testing.T) {
 	if ip("svc1.ns1.") != "2" || ip("svc1.") != "1" || ip("shared.example.") != "1" {
 		t.Fatalf("conflicts: svc1.ns1.=%q svc1.=%q shared=%q", ip("svc1.ns1."), ip("svc1."), ip("shared.example."))
 	}
-	if e := tab.names["dup.example."]; e == nil || len(e.a) != aTail || len(e.aaaa) != aaaaTail {
-		t.Fatalf("dup.example: %d A bytes %d AAAA bytes, want one of each (duplicates, v4-mapped and zones folded)", len(e.a), len(e.aaaa))
+	// Duplicates are folded (RFC 2181 §5.2, see PARITY.md) and zones dropped; an IPv4-mapped
+	// address stays an AAAA as in Istio's ParseIPsSplitToV4V6 (netip Is6).
+	if e := tab.names["dup.example."]; e == nil || len(e.a) != aTail || len(e.aaaa) != 2*aaaaTail {
+		t.Fatalf("dup.example: %d A bytes %d AAAA bytes, want one A and two AAAA", len(e.a), len(e.aaaa))
 	}
 	if tab.skipped != 2 || tab.names["noip.example."] != nil {
 		t.Fatalf("skipped %d, want 2 (bad name, no IP)", tab.skipped)

@@ -31,9 +31,6 @@ var errNoServers = errors.New("resolv.conf lists no nameserver")
 type reply struct {
 	resp []byte
 	buf  *[]byte
-	// weak marks a usable reply that another server may better (SERVFAIL, REFUSED):
-	// sequential mode tries the next server, parallel mode waits for the others.
-	weak bool
 	err  error
 }
 
@@ -51,9 +48,13 @@ func (f *forwarder) putBuf(b *[]byte) {
 	}
 }
 
-// exchange forwards req (the client's bytes) and returns the first good reply. tcp sends it
-// over TCP at once (the client came over TCP); otherwise UDP is tried first and TCP only when
-// the UDP reply is truncated. The caller puts back the reply's buffer.
+// exchange forwards req (the client's bytes) over the client's transport and returns the
+// first reply that is a well-formed answer to it, whatever its rcode, as Istio's
+// LocalDNSServer.queryUpstream does: a SERVFAIL or REFUSED from the first server is relayed,
+// not retried elsewhere; only a network error, a timeout or a malformed reply moves on to
+// the next server. A truncated UDP reply is relayed as it came (TC set), in one upstream
+// query: the client retries over TCP, and that query goes upstream over TCP. The caller puts
+// back the reply's buffer.
 func (f *forwarder) exchange(ctx context.Context, req []byte, q *query, tcp bool) reply {
 	if len(f.servers) == 0 {
 		return reply{err: errNoServers}
@@ -61,33 +62,23 @@ func (f *forwarder) exchange(ctx context.Context, req []byte, q *query, tcp bool
 	if f.parallel && len(f.servers) > 1 {
 		return f.exchangeParallel(ctx, req, q, tcp)
 	}
-	var weak reply
 	var lastErr error
 	start := rand.IntN(len(f.servers)) // a random first server spreads load (istio#53419)
 	for i := range f.servers {
 		r := f.exchangeOne(ctx, f.servers[(start+i)%len(f.servers)], req, q, tcp)
-		switch {
-		case r.err != nil:
-			lastErr = r.err
-		case !r.weak:
-			f.putBuf(weak.buf)
+		if r.err == nil {
 			return r
-		default:
-			f.putBuf(weak.buf)
-			weak = r
 		}
+		lastErr = r.err
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	if weak.resp != nil {
-		return weak
-	}
 	return reply{err: lastErr}
 }
 
-// exchangeParallel asks every server at once and returns the first good reply; it waits for
-// the goroutines it starts before returning.
+// exchangeParallel asks every server at once and returns the first well-formed reply, as
+// Istio's queryUpstreamParallel does; it waits for the goroutines it starts before returning.
 func (f *forwarder) exchangeParallel(ctx context.Context, req []byte, q *query, tcp bool) reply {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -100,19 +91,12 @@ func (f *forwarder) exchangeParallel(ctx context.Context, req []byte, q *query, 
 	var lastErr error
 	for range f.servers {
 		r := <-ch
-		switch {
-		case r.err != nil:
+		if r.err != nil {
 			lastErr = r.err
 			continue
-		case best.resp == nil || (best.weak && !r.weak):
-			f.putBuf(best.buf)
-			best = r
-		default:
-			f.putBuf(r.buf)
 		}
-		if !best.weak {
-			break
-		}
+		best = r
+		break
 	}
 	cancel()
 	wg.Wait()
@@ -126,21 +110,18 @@ func (f *forwarder) exchangeParallel(ctx context.Context, req []byte, q *query, 
 	return reply{err: lastErr}
 }
 
-// exchangeOne asks one server; garbage, a mismatched reply or a network error is an error.
+// exchangeOne asks one server over the client's transport; garbage, a mismatched reply or a
+// network error is an error.
 func (f *forwarder) exchangeOne(ctx context.Context, srv netip.AddrPort, req []byte, q *query, tcp bool) reply {
 	buf := f.getBuf()
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	var resp []byte
 	var err error
-	if !tcp {
-		resp, err = exchangeUDP(ctx, srv, req, q.id, *buf)
-		if err == nil && binary.BigEndian.Uint16(resp[2:])&flagTC != 0 {
-			resp, err = nil, nil
-		}
-	}
-	if resp == nil && err == nil {
+	if tcp {
 		resp, err = exchangeTCP(ctx, srv, req, *buf)
+	} else {
+		resp, err = exchangeUDP(ctx, srv, req, q.id, *buf)
 	}
 	if err == nil {
 		err = checkReply(resp, q)
@@ -149,8 +130,7 @@ func (f *forwarder) exchangeOne(ctx context.Context, srv netip.AddrPort, req []b
 		f.putBuf(buf)
 		return reply{err: fmt.Errorf("upstream %s: %w", srv, err)}
 	}
-	rcode := binary.BigEndian.Uint16(resp[2:]) & flagRcode
-	return reply{resp: resp, buf: buf, weak: rcode == rcodeServFail || rcode == rcodeRefused}
+	return reply{resp: resp, buf: buf}
 }
 
 // longAgo is a deadline in the past, to unblock I/O when the context ends.
@@ -338,8 +318,10 @@ func checkRR(msg []byte, off int) (int, error) {
 }
 
 // fitReply returns resp cut to limit bytes: as is when it fits, else re-packed by
-// miekg/dns's Truncate with TC set; a reply that cannot be parsed becomes SERVFAIL. The
-// result aliases dst.
+// miekg/dns's Truncate, as Istio's ServeDNS does: compressed, TC set only when records had
+// to be left out (or the upstream had set it), so an uncompressed reply that fits once
+// compressed is relayed whole. A reply that cannot be parsed becomes SERVFAIL. The result
+// aliases dst.
 func fitReply(dst, resp []byte, q *query, limit int) []byte {
 	if len(resp) <= limit {
 		return append(dst, resp...)
@@ -349,7 +331,6 @@ func fitReply(dst, resp []byte, q *query, limit int) []byte {
 		return appendError(dst, q, rcodeServFail)
 	}
 	m.Truncate(limit)
-	m.Truncated = true
 	out, err := m.PackBuffer(dst[len(dst):cap(dst)])
 	if err != nil || len(out) > limit {
 		b := appendError(dst, q, 0)

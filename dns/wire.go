@@ -11,7 +11,7 @@ const (
 	maxNameWire = 255   // longest name in wire form, root byte included
 	maxMsgSize  = 65535 // largest DNS message (TCP)
 	minUDPSize  = 512   // UDP answer size without EDNS, and the floor of an EDNS size
-	maxUDPSize  = 4096  // cap on the EDNS size we honour (limits amplification)
+	maxUDPSize  = 4096  // the UDP payload size our OPT records advertise (what we accept)
 	optLen      = 11    // an OPT RR with no options
 	ttlSeconds  = 30    // TTL of table answers, as Istio
 
@@ -256,10 +256,11 @@ func appendHeaderOnly(dst []byte, q *query, rcode int) []byte {
 }
 
 // udpLimit is the largest UDP answer q's client accepts: 512 without EDNS, else its EDNS size
-// clamped to [512, maxUDPSize].
+// raised to 512 (RFC 6891 §6.2.5) and not capped, as Istio's size()/ednsSize() in
+// pkg/dns/client/dns.go, which feed miekg/dns's Msg.Truncate.
 func udpLimit(q *query) int {
 	if !q.edns {
 		return minUDPSize
 	}
-	return min(max(int(q.ednsSize), minUDPSize), maxUDPSize)
+	return max(int(q.ednsSize), minUDPSize)
 }

@@ -28,6 +28,9 @@ type Config struct {
 	Upstream UpstreamConfig
 	// MaxMessageBytes bounds every message in both directions (default 64 MiB).
 	MaxMessageBytes int
+	// Downstream are the limits of the server on the XDS socket, as Istio's agent sets them for
+	// Envoy's side (pilot/pkg/grpc ServerOptions).
+	Downstream DownstreamLimits
 	// QueueBytes bounds the Delta messages waiting in each direction of a stream before the
 	// sender is made to wait (default 16 MiB). State-of-the-world messages coalesce instead.
 	QueueBytes int
@@ -35,6 +38,9 @@ type Config struct {
 	// by the handler and ACKed or NACKed by the agent, never forwarded. They are subscribed after
 	// a client's first Listener request, as Istio does.
 	AgentTypes map[string]Handler
+	// ReportHealth makes the session carrying the agent's requests send the health given to
+	// Proxy.ReportHealth (ProxyConfig readinessProbe), even when AgentTypes is empty.
+	ReportHealth bool
 	// RewriteECDS, when set, sees every ECDS response before it is forwarded.
 	RewriteECDS Rewriter
 	// CloseOnUpstreamLoss restores Istio's behaviour: when the upstream stream fails, the
@@ -64,6 +70,18 @@ const (
 	defaultQueueBytes = 16 << 20
 )
 
+// DownstreamLimits are the gRPC server settings of the XDS socket.
+type DownstreamLimits struct {
+	// MaxRecvMsgBytes bounds a request from Envoy (ISTIO_GPRC_MAXRECVMSGSIZE, default 4 MiB);
+	// never more than MaxMessageBytes.
+	MaxRecvMsgBytes int
+	// MaxConcurrentStreams per connection (ISTIO_GPRC_MAXSTREAMS, default 100000).
+	MaxConcurrentStreams uint32
+	// KeepaliveTime and KeepaliveTimeout of the server's pings (GRPC_KEEPALIVE_INTERVAL and
+	// GRPC_KEEPALIVE_TIMEOUT, defaults 30s and 10s); clients may ping every KeepaliveTime/2.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+}
+
 func (c *Config) setDefaults() error {
 	if c.SocketPath == "" {
 		return errors.New("mux: SocketPath is required")
@@ -73,6 +91,20 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = defaultMaxMessage
+	}
+	d := &c.Downstream
+	if d.MaxRecvMsgBytes <= 0 {
+		d.MaxRecvMsgBytes = 4 << 20
+	}
+	d.MaxRecvMsgBytes = min(d.MaxRecvMsgBytes, c.MaxMessageBytes)
+	if d.MaxConcurrentStreams == 0 {
+		d.MaxConcurrentStreams = 100000
+	}
+	if d.KeepaliveTime <= 0 {
+		d.KeepaliveTime = 30 * time.Second
+	}
+	if d.KeepaliveTimeout <= 0 {
+		d.KeepaliveTimeout = 10 * time.Second
 	}
 	if c.QueueBytes <= 0 {
 		c.QueueBytes = defaultQueueBytes

@@ -2,14 +2,11 @@ package mux
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,129 +18,44 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/ndspb"
-	"github.com/wingman-mesh/wingman/internal/testca"
+	"github.com/wingman-mesh/wingman/lab/controlplane"
 )
 
 const (
 	testToken  = "test-token"
-	istiodName = "istiod.istio-system.svc"
+	istiodName = controlplane.ServerName
 )
 
-// pki is a throwaway CA and an Istiod serving certificate.
+// pki is where the agent finds the roots that verify the Istiod stand-in.
 type pki struct {
 	rootFile string
-	serving  tls.Certificate
 }
 
-func newPKI(t testing.TB) *pki {
-	t.Helper()
-	rootPEM, serving, err := testca.ServingPKI(time.Hour, istiodName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Join(t.TempDir(), "root-cert.pem")
-	if err := os.WriteFile(root, rootPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return &pki{rootFile: root, serving: serving}
-}
-
-// countingListener counts accepted connections.
-type countingListener struct {
-	net.Listener
-	accepted *atomic.Int32
-}
-
-func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.accepted.Add(1)
-	}
-	return c, err
-}
-
-// istiod is go-control-plane's real xDS server behind TLS and a bearer-token check, serving
-// Clusters, Listeners and NameTables from linear caches.
+// istiod is lab/controlplane, the Istiod stand-in (go-control-plane's real xDS server behind
+// TLS, a bearer-token and a ClusterID check), serving Clusters, Listeners and NameTables from
+// linear caches, with every request it received kept for the test.
 type istiod struct {
-	t        testing.TB
-	pki      *pki
-	addr     string
-	accepted atomic.Int32
-	caches   map[string]*cachev3.LinearCache
-	cache    cachev3.Cache
+	*controlplane.Server
+	t      testing.TB
+	pki    *pki
+	addr   string // kept across stop and start
+	caches map[string]*cachev3.LinearCache
 
 	mu       sync.Mutex
-	srv      *grpc.Server
-	done     chan struct{}
 	requests []*discovery.DiscoveryRequest // every SotW request received
 	deltas   []*discovery.DeltaDiscoveryRequest
 	reqSeen  chan struct{}
 }
 
 func newIstiod(t testing.TB) *istiod {
-	i := &istiod{t: t, pki: newPKI(t), reqSeen: make(chan struct{}, 1), caches: map[string]*cachev3.LinearCache{}}
-	for _, typ := range []string{fastpath.ClusterType, fastpath.ListenerType, fastpath.NameTableType} {
-		i.caches[typ] = cachev3.NewLinearCache(typ)
-	}
-	i.cache = &cachev3.MuxCache{
-		Classify:      func(r *cachev3.Request) string { return r.GetTypeUrl() },
-		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return r.GetTypeUrl() },
-		Caches:        map[string]cachev3.Cache{},
-	}
-	for k, v := range i.caches {
-		i.cache.(*cachev3.MuxCache).Caches[k] = v
-	}
-	i.start()
-	t.Cleanup(i.stop)
-	return i
-}
-
-func (i *istiod) start() {
-	addr := i.addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	var l net.Listener
-	var err error
-	for range 50 { // the port of a just-stopped server may take a moment to free
-		if l, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		i.t.Fatal(err)
-	}
-	i.addr = l.Addr().String()
-	auth := func(ctx context.Context) error {
-		md, _ := metadata.FromIncomingContext(ctx)
-		if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer "+testToken {
-			return status.Errorf(codes.Unauthenticated, "bad token %q", got)
-		}
-		if got := md.Get("clusterid"); len(got) != 1 || got[0] != "Kubernetes" {
-			return status.Errorf(codes.Unauthenticated, "missing ClusterID, got %q", got)
-		}
-		return nil
-	}
-	srv := grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{i.pki.serving}})),
-		grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20),
-		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			if err := auth(ss.Context()); err != nil {
-				return err
-			}
-			return h(srv, ss)
-		}))
+	i := &istiod{t: t, reqSeen: make(chan struct{}, 1), caches: map[string]*cachev3.LinearCache{}}
+	types := []string{fastpath.ClusterType, fastpath.ListenerType, fastpath.NameTableType, fastpath.HealthInfoType}
 	cb := serverv3.CallbackFuncs{
 		StreamRequestFunc: func(_ int64, r *discovery.DiscoveryRequest) error {
 			i.mu.Lock()
@@ -160,26 +72,38 @@ func (i *istiod) start() {
 			return nil
 		},
 	}
-	xds := serverv3.NewServer(context.Background(), i.cache, cb)
-	discovery.RegisterAggregatedDiscoveryServiceServer(srv, xds)
-	done := make(chan struct{})
-	i.mu.Lock()
-	i.srv, i.done = srv, done
-	i.mu.Unlock()
-	go func() {
-		defer close(done)
-		_ = srv.Serve(countingListener{l, &i.accepted})
-	}()
+	srv, err := controlplane.New(controlplane.Config{Token: testToken, Metadata: map[string]string{"ClusterID": "Kubernetes"},
+		Types: types, Callbacks: cb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i.Server = srv
+	for _, typ := range types {
+		i.caches[typ] = srv.Cache(typ)
+	}
+	root := filepath.Join(t.TempDir(), "root-cert.pem")
+	if err := os.WriteFile(root, srv.RootPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	i.pki = &pki{rootFile: root}
+	i.addr = "127.0.0.1:0"
+	i.start()
+	i.addr = srv.Addr()
+	t.Cleanup(i.stop)
+	return i
 }
 
+// start serves again on the address of the first start.
+func (i *istiod) start() {
+	if err := i.Start(i.addr); err != nil {
+		i.t.Fatal(err)
+	}
+}
+
+// stop stops serving, closing every connection, as an Istiod going away.
 func (i *istiod) stop() {
-	i.mu.Lock()
-	srv, done := i.srv, i.done
-	i.srv = nil
-	i.mu.Unlock()
-	if srv != nil {
-		srv.Stop()
-		<-done
+	if err := i.Stop(); err != nil {
+		i.t.Error(err)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
@@ -26,7 +25,8 @@ type Proxy struct {
 	closeUp        func() error
 	metrics        *metrics // immutable
 
-	agentOwner atomic.Pointer[session] // the session carrying the agent's own subscriptions
+	agentOwner atomic.Pointer[session]      // the session carrying the agent's own subscriptions
+	health     atomic.Pointer[healthReport] // the latest ReportHealth; nil before the first
 
 	mu       sync.Mutex // guards sessions
 	sessions map[*session]struct{}
@@ -107,15 +107,15 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 func (p *Proxy) newServer() *grpc.Server {
 	srv := grpc.NewServer(
 		grpc.ForceServerCodecV2(fastpath.Codec{}),
-		grpc.MaxRecvMsgSize(p.cfg.MaxMessageBytes),
+		grpc.MaxRecvMsgSize(p.cfg.Downstream.MaxRecvMsgBytes),
 		grpc.MaxSendMsgSize(p.cfg.MaxMessageBytes),
-		grpc.MaxConcurrentStreams(100000),
+		grpc.MaxConcurrentStreams(p.cfg.Downstream.MaxConcurrentStreams),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
 		grpc.ReadBufferSize(ioBuffer),
 		grpc.WriteBufferSize(ioBuffer),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: p.cfg.Downstream.KeepaliveTime, Timeout: p.cfg.Downstream.KeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: p.cfg.Downstream.KeepaliveTime / 2, PermitWithoutStream: true}),
 	)
 	srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: adsService,

@@ -210,7 +210,7 @@ func TestThreeDownstreamsShareOneUpstreamConnection(t *testing.T) {
 		}
 		checkSotW(t, resp, want)
 	}
-	if n := i.accepted.Load(); n != 1 {
+	if n := i.Accepted(); n != 1 {
 		t.Fatalf("Istiod accepted %d TCP connections for three streams, want 1", n)
 	}
 }
@@ -312,7 +312,7 @@ func TestIstiodRestartMidPush(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if n := i.accepted.Load(); n != 2 {
+			if n := i.Accepted(); n != 2 {
 				t.Fatalf("%d upstream connections, want 2 (one before and one after the restart)", n)
 			}
 			// The replayed subscription told Istiod what the client already had.

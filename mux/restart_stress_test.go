@@ -89,7 +89,7 @@ func TestRepeatedIstiodRestartsConverge(t *testing.T) {
 		i.start()
 		recvUntilConverged(round)
 	}
-	if n := i.accepted.Load(); n != 6 {
+	if n := i.Accepted(); n != 6 {
 		t.Fatalf("%d upstream connections for 6 Istiod lifetimes", n)
 	}
 }

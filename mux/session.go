@@ -216,10 +216,11 @@ func (s *session) onRequest(ctx context.Context, p *fastpath.Peeker, f fastpath.
 // claimAgentTypesLocked subscribes the agent's own types on this session if no other session
 // carries them.
 func (s *session) claimAgentTypesLocked() {
-	if s.claimed || len(s.p.cfg.AgentTypes) == 0 || !s.p.agentOwner.CompareAndSwap(nil, s) {
+	if s.claimed || (len(s.p.cfg.AgentTypes) == 0 && !s.p.cfg.ReportHealth) || !s.p.agentOwner.CompareAndSwap(nil, s) {
 		return
 	}
 	s.claimed = true
+	s.pushHealthLocked()
 	for _, typeURL := range s.p.agentTypeOrder {
 		t := s.typeLocked(typeURL)
 		t.agent = true
@@ -338,6 +339,7 @@ func (s *session) newGeneration() (uint64, error) {
 			return 0, err
 		}
 	}
+	s.pushHealthLocked() // the new stream is a new connection to Istiod: tell it again
 	return s.gen, nil
 }
 

@@ -18,7 +18,7 @@ var buildArgs = []string{"-tags", "disable_pgv,grpcnotrace", "-trimpath", "-ldfl
 // true) with the go tool; it must run inside the module.
 func Build(ctx context.Context, dir string, agent bool) (Bins, error) {
 	b := Bins{Child: filepath.Join(dir, "agentchild"), Stub: filepath.Join(dir, "envoystub")}
-	pkgs := [][2]string{{b.Child, module + "/perf/agentchild"}, {b.Stub, module + "/perf/envoystub"}}
+	pkgs := [][2]string{{b.Child, module + "/lab/agentchild"}, {b.Stub, module + "/lab/envoystub"}}
 	if agent {
 		b.Agent = filepath.Join(dir, "pilot-agent")
 		pkgs = append(pkgs, [2]string{b.Agent, module + "/cmd/pilot-agent"})

@@ -1,13 +1,13 @@
 // Package perf is Wingman's end-to-end performance harness. It starts a control plane
-// (go-control-plane's xDS server over one LinearCache per type, plus the Istio-compatible CA of
-// internal/testca, behind TLS and a bearer-token check), runs agents the way a node does — the
-// real pilot-agent binary, or an agent child process (perf/agentchild) running Wingman's mux or
-// the reference proxy of perf/refagent — each with the Envoy stand-in of perf/envoystub, and
-// measures push latency (through the agent and direct), time to first config and certificate,
-// agent RSS (VmRSS, VmHWM) and CPU (schedstat), and allocations where the agent exposes them.
-// Wingman and the reference run interleaved, run by run, so every figure comes with its ratio;
-// the report (markdown and SVG) and the gate against baseline.json use ratios and allocation
-// counts only, never absolute times.
+// (lab/controlplane: go-control-plane's xDS server over one LinearCache per type, plus the
+// Istio-compatible CA of lab/testca, behind TLS and a bearer-token check), runs agents the way a
+// node does — the real pilot-agent binary, or an agent child process (lab/agentchild) running
+// Wingman's mux or the reference proxy of lab/refagent — each with the Envoy stand-in of
+// lab/envoystub, and measures push latency (through the agent and direct), time to first config and
+// certificate, agent RSS (VmRSS, VmHWM) and CPU (schedstat), and allocations where the agent
+// exposes them. Wingman and the reference run interleaved, run by run, so every figure comes with
+// its ratio; the report (markdown and SVG) and the gate against baseline.json use ratios and
+// allocation counts only, never absolute times.
 //
 // Everything the harness starts runs in its own process group and is stopped (SIGTERM, then
 // SIGKILL to the group) when a scenario ends, fails or times out; errors name the failed step.

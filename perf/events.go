@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Event is one line of the Envoy stand-in's report (see perf/envoystub).
+// Event is one line of the Envoy stand-in's report (see lab/envoystub).
 type Event struct {
 	ID      string `json:"id"`
 	Ev      string `json:"ev"` // start, push, nack, sds, ads_error, sds_error, exit

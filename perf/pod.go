@@ -17,10 +17,10 @@ import (
 type Kind string
 
 const (
-	// Wingman is the real pilot-agent binary (Bins.Agent), or Wingman's mux in perf/agentchild
+	// Wingman is the real pilot-agent binary (Bins.Agent), or Wingman's mux in lab/agentchild
 	// when no binary is given.
 	Wingman Kind = "wingman"
-	// Reference is perf/refagent in perf/agentchild: decode and re-encode, a connection per stream.
+	// Reference is lab/refagent in lab/agentchild: decode and re-encode, a connection per stream.
 	Reference Kind = "reference"
 	// Direct is no agent: the stand-in talks to the control plane's plaintext port.
 	Direct Kind = "direct"
@@ -29,8 +29,8 @@ const (
 // Bins are the executables the harness runs.
 type Bins struct {
 	Agent string // pilot-agent; empty → Wingman runs as agentchild -mode=mux
-	Child string // perf/agentchild
-	Stub  string // perf/envoystub
+	Child string // lab/agentchild
+	Stub  string // lab/envoystub
 }
 
 // Paths inside a pod directory, as in the proxyv2 image.

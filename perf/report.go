@@ -30,7 +30,7 @@ func WriteReport(dir string, rep *Report, s *Summary, command string) (string, e
 // Markdown renders the report.
 func Markdown(rep *Report, s *Summary, command string) string {
 	var b strings.Builder
-	wing := "Wingman's mux in perf/agentchild (the real binary was not given)"
+	wing := "Wingman's mux in lab/agentchild (the real binary was not given)"
 	if rep.Binary {
 		wing = fmt.Sprintf("the real pilot-agent binary (%.1f MiB stripped), `proxy sidecar`", float64(rep.BinarySize)/(1<<20))
 	}
@@ -39,7 +39,7 @@ func Markdown(rep *Report, s *Summary, command string) string {
 		rep.Runs, map[bool]string{true: " (short)", false: ""}[rep.Short], rep.Elapsed.Round(time.Second))
 	fmt.Fprintf(&b, "Command: `%s`\n\n", command)
 	fmt.Fprintf(&b, "- **wingman**: %s.\n", wing)
-	fmt.Fprintf(&b, "- **reference**: perf/refagent in perf/agentchild, forwarding as Istio's agent does "+
+	fmt.Fprintf(&b, "- **reference**: lab/refagent in lab/agentchild, forwarding as Istio's agent does "+
 		"(decode and re-encode, one new TLS upstream connection per Envoy stream), with the same SDS code.\n")
 	fmt.Fprintf(&b, "- **direct**: the Envoy stand-in connected straight to the control plane's plaintext port.\n\n")
 	if rep.Binary {
@@ -49,7 +49,7 @@ func Markdown(rep *Report, s *Summary, command string) string {
 			"therefore flatter the reference.\n\n")
 	}
 	fmt.Fprintf(&b, "Control plane: go-control-plane's xDS server (LinearCache per type, Delta xDS) and an "+
-		"Istio-compatible CA on one TLS port with a bearer token, on loopback. Envoy is perf/envoystub: it decodes "+
+		"Istio-compatible CA on one TLS port with a bearer token, on loopback. Envoy is lab/envoystub: it decodes "+
 		"every resource, ACKs, and holds SDS streams for `default` and `ROOTCA`. Ratios are wingman / reference, "+
 		"the median of per-run ratios; lower is better.\n\n")
 

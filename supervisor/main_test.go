@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	standinPath = filepath.Join(dir, "envoy")
-	out, err := exec.Command("go", "build", "-o", standinPath, "./internal/standin").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", standinPath, "../lab/envoyproc").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building stand-in envoy: %v\n%s", err, out)
 		os.Exit(1)

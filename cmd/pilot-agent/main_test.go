@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	agentBin, standinBin = filepath.Join(dir, "pilot-agent"), filepath.Join(dir, "envoy")
-	for _, b := range [][2]string{{agentBin, "."}, {standinBin, "../../supervisor/internal/standin"}} {
+	for _, b := range [][2]string{{agentBin, "."}, {standinBin, "../../lab/envoyproc"}} {
 		// Built as `make build` ships it, so start-up figures are the shipped binary's.
 		build := exec.Command("go", "build", "-tags", "disable_pgv,grpcnotrace", "-trimpath", "-ldflags=-s -w", "-o", b[0], b[1])
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/mux"
 	"github.com/wingman-mesh/wingman/status"
+	"github.com/wingman-mesh/wingman/status/health"
 	"github.com/wingman-mesh/wingman/supervisor"
 )
 
@@ -80,19 +82,27 @@ func partServices(a *agent, envoy *supervisor.Supervisor) ([]lifecycle.Service, 
 	var services []lifecycle.Service
 
 	var dnsServer *dns.Server
-	if env.DNSCapture || env.EnableDNSServer {
-		var err error
-		dnsServer, err = dns.New(dns.Config{
+	if dns.Enabled(env.DNSCapture, a.identity.Type, env.EnableDNSServer) {
+		dnsCfg, warn := dns.Config{
 			Addr: env.DNSProxyAddr, ResolvConf: resolvConfPath, Namespace: env.PodNamespace,
 			Domain: a.identity.DNSDomain, ForwardTimeout: env.DNSForwardTimeout, ForwardParallel: env.DNSForwardParallel,
-			RespondBeforeSync: a.dnsOnPort53,
-			AutoAllocate:      env.Meta["DNS_AUTO_ALLOCATE"] == "true",
-			Logger:            a.log.With("part", "dns"), Registerer: reg,
-		})
-		if err != nil {
+			AutoAllocate: env.Meta["DNS_AUTO_ALLOCATE"] == "true",
+			Logger:       a.log.With("part", "dns"), Registerer: reg,
+		}.Port53(os.Getuid(), dns.AltResolvConf)
+		if warn != "" {
+			a.log.Error(warn)
+		}
+		var err error
+		if dnsServer, err = dns.New(dnsCfg); err != nil {
 			return nil, err
 		}
 		services = append(services, lifecycle.Service{Name: "dns", Run: dnsServer.Run, KeepDuringDrain: true})
+	}
+
+	if cred, err := credentialService(a); err != nil {
+		return nil, err
+	} else if cred != nil {
+		services = append(services, *cred)
 	}
 
 	manager, sds, err := a.certParts(reg)
@@ -133,6 +143,7 @@ func partServices(a *agent, envoy *supervisor.Supervisor) ([]lifecycle.Service, 
 			}})
 	}
 
+	var envoyReady health.Prober
 	if s.StatusPort != 0 {
 		stCfg := status.Config{
 			Port: s.StatusPort, AdminPort: s.ProxyAdminPort, EnvoyPrometheusPort: env.EnvoyPrometheusPort,
@@ -144,9 +155,7 @@ func partServices(a *agent, envoy *supervisor.Supervisor) ([]lifecycle.Service, 
 			Lifecycle: agentLifecycle{envoy: envoy, shutdown: a.shutdown}, Gatherer: reg, Registerer: prefixed, ProcessStart: processStart,
 			Logger: a.log.With("part", "status"),
 		}
-		if len(a.identity.IPs) > 0 {
-			stCfg.ProbeTargetHost = a.identity.IPs[0]
-		}
+		stCfg.ProbeTargetHost = status.ProbeTarget(env.InstanceIP, env.RewriteProbeLegacyLocalhost)
 		if dnsServer != nil {
 			stCfg.DNSEnabled, stCfg.DNS, stCfg.NDSZ = true, dnsServer, dnsServer.NDSZ
 		}
@@ -155,6 +164,14 @@ func partServices(a *agent, envoy *supervisor.Supervisor) ([]lifecycle.Service, 
 			return nil, err
 		}
 		services = append(services, lifecycle.Service{Name: "status", Run: st.Run})
+		if !env.DisableEnvoy {
+			envoyReady = health.ProberFunc(st.CheckReady)
+		}
+	}
+	if hs, err := healthService(a, proxy, envoyReady); err != nil {
+		return nil, err
+	} else if hs != nil {
+		services = append(services, *hs)
 	}
 	return services, nil
 }
@@ -203,6 +220,9 @@ func (a *agent) certParts(reg *metric.Registry) (*certs.Manager, *certs.Server, 
 	if env.ECCSignatureAlgorithm == "ECDSA" {
 		cfg.KeyType = certs.KeyECDSA
 	}
+	if env.EnableCACRL {
+		cfg.CRLPath = certs.DefaultCRLPath
+	}
 	if env.KubernetesServiceHost != "" {
 		cfg.OutputCertsMode = 0o644 // as Istio, on Kubernetes
 	}
@@ -242,9 +262,15 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) 
 	if d != nil {
 		agentTypes[fastpath.NameTableType] = func(res [][]byte) error { return d.UpdateNameTable(res[0]) }
 	}
+	if env.ProxyConfigXDSAgent && m != nil {
+		agentTypes[fastpath.ProxyConfigType] = pcdsHandler(m)
+	}
 	return mux.New(mux.Config{
 		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes,
 		MaxMessageBytes: env.XDSMaxMessageBytes, CloseOnUpstreamLoss: env.XDSCloseOnUpstreamLoss,
+		ReportHealth: a.proxyConfig.GetReadinessProbe() != nil,
+		Downstream: mux.DownstreamLimits{MaxRecvMsgBytes: env.GRPCMaxRecvMsgSize, MaxConcurrentStreams: uint32(env.GRPCMaxStreams),
+			KeepaliveTime: env.GRPCKeepaliveInterval, KeepaliveTimeout: env.GRPCKeepaliveTimeout},
 		Logger: a.log.With("part", "xds-proxy"), Registerer: reg,
 	})
 }

@@ -32,8 +32,7 @@ type Action struct {
 type HTTPGet struct {
 	Path    string
 	Port    int
-	Host    string // "" means the prober's target host (the pod IP)
-	HTTPS   bool   // scheme HTTPS
+	HTTPS   bool // scheme HTTPS
 	Headers []Header
 }
 
@@ -43,7 +42,6 @@ type Header struct{ Name, Value string }
 // TCPSocket is Kubernetes' tcpSocket action.
 type TCPSocket struct {
 	Port int
-	Host string
 }
 
 // GRPC is Kubernetes' grpc action.
@@ -154,7 +152,9 @@ func parseAction(path string, ra *rawAction) (*Action, error) {
 		if err != nil {
 			return nil, fail("httpGet.port: %v", err)
 		}
-		g := &HTTPGet{Path: h.Path, Port: port, Host: h.Host}
+		// httpGet.host is not used: Istio's handleAppProbeHTTPGet always probes the pod IP
+		// (or localhost, REWRITE_PROBE_LEGACY_LOCALHOST_DESTINATION).
+		g := &HTTPGet{Path: h.Path, Port: port}
 		if !strings.HasPrefix(g.Path, "/") {
 			g.Path = "/" + g.Path
 		}
@@ -177,7 +177,7 @@ func parseAction(path string, ra *rawAction) (*Action, error) {
 		if err != nil {
 			return nil, fail("tcpSocket.port: %v", err)
 		}
-		a.TCP = &TCPSocket{Port: port, Host: ra.TCPSocket.Host}
+		a.TCP = &TCPSocket{Port: port} // tcpSocket.host is not used, as in Istio's handleAppProbeTCPSocket
 	default:
 		port, err := parsePort(ra.GRPC.Port)
 		if err != nil {

@@ -59,7 +59,7 @@ func newHTTPProbe(a *Action, cfg Config, d dialer) *httpProbe {
 	}
 	return &httpProbe{
 		action:     a,
-		url:        scheme + "://" + net.JoinHostPort(pick(g.Host, cfg.TargetHost), port) + g.Path,
+		url:        scheme + "://" + net.JoinHostPort(cfg.TargetHost, port) + g.Path,
 		port:       port,
 		statusPort: strconv.Itoa(cfg.StatusPort),
 		client: &http.Client{

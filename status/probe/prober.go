@@ -10,8 +10,9 @@ import (
 type Config struct {
 	// Actions is the parsed ISTIO_KUBE_APP_PROBERS document (see Parse).
 	Actions map[string]*Action
-	// TargetHost is where probes go unless an action names its own host: the pod IP, or
-	// "localhost" with REWRITE_PROBE_LEGACY_LOCALHOST_DESTINATION. Empty means "localhost".
+	// TargetHost is where every probe goes, whatever host the probe names (as Istio): the
+	// pod IP (INSTANCE_IP), or "localhost" with REWRITE_PROBE_LEGACY_LOCALHOST_DESTINATION.
+	// Empty means "localhost".
 	TargetHost string
 	// StatusPort is the status server's port: an incoming Host header naming it is rewritten
 	// to the probed port.
@@ -50,7 +51,7 @@ func New(cfg Config) (*Prober, error) {
 		case a.HTTP != nil:
 			p.handlers[path] = newHTTPProbe(a, cfg, d)
 		case a.TCP != nil:
-			p.handlers[path] = &tcpProbe{action: a, host: pick(a.TCP.Host, cfg.TargetHost), dial: d, log: cfg.Logger}
+			p.handlers[path] = &tcpProbe{action: a, host: cfg.TargetHost, dial: d, log: cfg.Logger}
 		case a.GRPC != nil:
 			p.handlers[path] = &grpcProbe{action: a, host: cfg.TargetHost, dial: d, log: cfg.Logger}
 		default:
@@ -72,10 +73,3 @@ func (p *Prober) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Len is the number of configured probe paths.
 func (p *Prober) Len() int { return len(p.handlers) }
-
-func pick(host, def string) string {
-	if host != "" {
-		return host
-	}
-	return def
-}

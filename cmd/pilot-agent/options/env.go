@@ -46,6 +46,7 @@ type Env struct {
 	FileDebounceDuration         time.Duration
 	CredentialFetcherType        string
 	CredentialIdentityProvider   string
+	GCEMetadataHost              string // GCE_METADATA_HOST, for CREDENTIAL_FETCHER_TYPE=GoogleComputeEngine
 	CertSigner                   string // ISTIO_META_CERT_SIGNER
 	WorkloadIdentitySocketFile   string
 	ProxyConfigXDSAgent          bool
@@ -183,6 +184,7 @@ func parse(environ []string, record bool) (*Env, map[string]bool, error) {
 	e.FileDebounceDuration = p.duration("FILE_DEBOUNCE_DURATION", 100*time.Millisecond)
 	e.CredentialFetcherType = p.enum("CREDENTIAL_FETCHER_TYPE", "JWT", "JWT", "GoogleComputeEngine")
 	e.CredentialIdentityProvider = p.str("CREDENTIAL_IDENTITY_PROVIDER", "GoogleComputeEngine")
+	e.GCEMetadataHost = p.str("GCE_METADATA_HOST", "169.254.169.254")
 	e.CertSigner = p.str("ISTIO_META_CERT_SIGNER", "")
 	e.WorkloadIdentitySocketFile = p.str("WORKLOAD_IDENTITY_SOCKET_FILE", "socket")
 	if s := e.WorkloadIdentitySocketFile; s == "" || filepath.Base(s) != s || s == "." || s == ".." {

@@ -28,7 +28,7 @@ func main() {
 
 func run(ctx context.Context) int {
 	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
-	agent := fs.String("agent", "", "pilot-agent binary to measure (empty: Wingman's mux in perf/agentchild)")
+	agent := fs.String("agent", "", "pilot-agent binary to measure (empty: Wingman's mux in lab/agentchild)")
 	scen := fs.String("scenarios", "", "comma-separated scenarios, or none (default all: "+strings.Join(perf.ScenarioNames(), ",")+")")
 	runs := fs.Int("runs", 3, "interleaved runs of each scenario per agent")
 	short := fs.Bool("short", false, "smaller scenarios (CI)")

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wingman-mesh/wingman/internal/meshlab"
+	"github.com/wingman-mesh/wingman/lab/meshlab"
 )
 
 // Options configure one run of the demo.
@@ -24,7 +24,7 @@ type Options struct {
 	// Agent is the pilot-agent binary; "" builds ./cmd/pilot-agent.
 	Agent string
 	// Envoy is the Envoy binary; "" runs `envoy` from PATH when there is one, else the
-	// stand-in (./perf/envoystub, built here).
+	// stand-in (./lab/envoystub, built here).
 	Envoy string
 	// StandIn forces the Envoy stand-in even when envoy is on PATH.
 	StandIn bool
@@ -252,11 +252,11 @@ func (d *demo) build(ctx context.Context) (string, error) {
 	if d.envoyBin == "" {
 		d.standIn = true
 		d.envoyBin = filepath.Join(d.bin, "envoy-standin")
-		if err := goBuild(ctx, d.repo, "./perf/envoystub", d.envoyBin); err != nil {
+		if err := goBuild(ctx, d.repo, "./lab/envoystub", d.envoyBin); err != nil {
 			return "", err
 		}
 		d.built = append(d.built, d.envoyBin)
-		built = append(built, "the Envoy stand-in (perf/envoystub: real ADS+SDS client, admin /stats and /ready)")
+		built = append(built, "the Envoy stand-in (lab/envoystub: real ADS+SDS client, admin /stats and /ready)")
 		envoy = "no envoy on PATH: Envoy stand-in"
 	}
 	if len(built) == 0 {

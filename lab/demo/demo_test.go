@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wingman-mesh/wingman/fastpath"
-	"github.com/wingman-mesh/wingman/internal/meshlab"
+	"github.com/wingman-mesh/wingman/lab/meshlab"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/xds"
 
-	"github.com/wingman-mesh/wingman/internal/meshlab"
+	"github.com/wingman-mesh/wingman/lab/meshlab"
 )
 
 // proxyless runs two proxyless gRPC services, alpha and beta, on the gRPC bootstrap the agent

@@ -1,7 +1,7 @@
 // Command agentchild runs one xDS proxy and Wingman's SDS server in a process of its own, laid
 // out like a pod (paths relative to the working directory, as pilot-agent), so the performance
 // harness can measure a proxy's process: -mode=mux runs Wingman's mux, -mode=ref the reference
-// (perf/refagent: decode and re-encode, one upstream connection per stream). Both share the same
+// (lab/refagent: decode and re-encode, one upstream connection per stream). Both share the same
 // certificate and SDS code, so the two modes differ only in how xDS is forwarded.
 package main
 
@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/wingman-mesh/wingman/certs"
+	"github.com/wingman-mesh/wingman/lab/refagent"
 	"github.com/wingman-mesh/wingman/mux"
-	"github.com/wingman-mesh/wingman/perf/refagent"
 )
 
 // Paths relative to the working directory, as Istio's agent uses them.

@@ -8,7 +8,7 @@
 // worked and 1 naming the failed step otherwise, and stops everything it started.
 //
 // Where an `envoy` binary is on PATH it runs it; otherwise it builds a stand-in
-// (perf/envoystub) that speaks ADS and SDS to the agent and serves Envoy's admin stats.
+// (lab/envoystub) that speaks ADS and SDS to the agent and serves Envoy's admin stats.
 package main
 
 import (

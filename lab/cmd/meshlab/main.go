@@ -1,7 +1,7 @@
 // Command meshlab is a local control plane for development and demos: it stands in for Istiod
 // on one machine, serving xDS from a folder of Envoy resource files (reloaded on change) and an
 // Istio-compatible CA on one TLS port, and writing the root certificate and the token an agent
-// started under -out reads. See internal/meshlab.
+// started under -out reads. See lab/meshlab.
 package main
 
 import (
@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wingman-mesh/wingman/internal/meshlab"
+	"github.com/wingman-mesh/wingman/lab/meshlab"
 )
 
 func main() {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/wingman-mesh/wingman/internal/meshlab"
+	"github.com/wingman-mesh/wingman/lab/meshlab"
 )
 
 // poll calls f every interval until it reports done, f fails for good, ctx ends (returning

@@ -1,4 +1,4 @@
-// Command standin is a stand-in for Envoy used by the supervisor and CLI tests. It records its
+// Command envoyproc is a stand-in for Envoy used by the supervisor and CLI tests. It records its
 // arguments, serves a small admin API (/stats, /drain_listeners, /quitquitquit) and, as told by
 // STANDIN_* environment variables, crashes, hangs, drains slowly or leaves an orphan behind. It
 // reports what happens to it by POSTing one-line events to STANDIN_NOTIFY when that is set.

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/wingman-mesh/wingman/internal/meshlab"
+	"github.com/wingman-mesh/wingman/lab/meshlab"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

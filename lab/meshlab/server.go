@@ -2,40 +2,31 @@ package meshlab
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
-	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/wingman-mesh/wingman/internal/testca"
+	"github.com/wingman-mesh/wingman/lab/controlplane"
+	"github.com/wingman-mesh/wingman/lab/testca"
 )
 
-// Server is meshlab: the xDS server, the CA and the folder watcher behind one gRPC port.
+// Server is meshlab: the Istiod stand-in of lab/controlplane (xDS and the CA behind one gRPC
+// port), fed from a watched folder.
 type Server struct {
-	cfg     Config                          // immutable after New
-	token   string                          // immutable after New
-	pki     *servingPKI                     // immutable after New
-	bundle  []byte                          // immutable after New: serving root + CA root
-	ca      *testca.CA                      // safe for concurrent use
-	caches  map[string]*cachev3.LinearCache // by cacheKey; immutable map after New; each cache is safe for concurrent use
-	cache   *cachev3.MuxCache               // immutable after New
-	metrics *metrics                        // immutable after New
+	cfg     Config               // immutable after New
+	token   string               // immutable after New
+	bundle  []byte               // immutable after New: serving root + CA root
+	ca      *testca.CA           // safe for concurrent use
+	cp      *controlplane.Server // immutable after New; safe for concurrent use
+	metrics *metrics             // immutable after New
 
 	loadMu  sync.Mutex // serialises loads; guards version and current
 	version uint64     // guarded by loadMu
@@ -52,7 +43,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ResourcesDir == "" {
 		return nil, errors.New("meshlab: ResourcesDir is required")
 	}
-	s := &Server{cfg: cfg, token: cfg.Token, caches: map[string]*cachev3.LinearCache{}, nodes: map[int64]string{}}
+	s := &Server{cfg: cfg, token: cfg.Token, nodes: map[int64]string{}}
 	if s.token == "" {
 		t, err := randomToken()
 		if err != nil {
@@ -61,28 +52,25 @@ func New(cfg Config) (*Server, error) {
 		s.token = t
 	}
 	var err error
-	if s.pki, err = newServingPKI(); err != nil {
-		return nil, err
-	}
 	s.ca, err = testca.New(testca.Config{Token: s.token, TTL: cfg.CertTTL, Clock: cfg.Clock, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("meshlab: CA: %w", err)
 	}
-	s.bundle = append(append([]byte(nil), s.pki.rootPEM...), s.ca.RootPEM()...)
-	// go-control-plane puts the stream's node on every request, so each request is classified
-	// by its client's audience.
-	s.cache = &cachev3.MuxCache{
-		Classify:      func(r *cachev3.Request) string { return cacheKey(audienceOf(r.GetNode()), r.GetTypeUrl()) },
-		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return cacheKey(audienceOf(r.GetNode()), r.GetTypeUrl()) },
-		Caches:        map[string]cachev3.Cache{},
+	types := make([]string, len(kinds))
+	for i, k := range kinds {
+		types[i] = k.typeURL
 	}
-	for _, a := range audiences {
-		for _, k := range kinds {
-			c := cachev3.NewLinearCache(k.typeURL)
-			s.caches[cacheKey(a, k.typeURL)] = c
-			s.cache.Caches[cacheKey(a, k.typeURL)] = c
-		}
+	partitions := make([]string, len(audiences))
+	for i, a := range audiences {
+		partitions[i] = string(a)
 	}
+	s.cp, err = controlplane.New(controlplane.Config{Token: s.token, Types: types, Partitions: partitions,
+		Partition: func(n *core.Node) string { return string(audienceOf(n)) },
+		CA:        s.ca, Callbacks: s.callbacks(), Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("meshlab: %w", err)
+	}
+	s.bundle = append(s.cp.RootPEM(), s.ca.RootPEM()...)
 	if s.metrics, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}
@@ -150,8 +138,6 @@ func (s *Server) Reload() LoadResult {
 	return res
 }
 
-func cacheKey(a Audience, typeURL string) string { return string(a) + "|" + typeURL }
-
 // audienceOf is the audience of a client: gRPC when its node says GENERATOR=grpc, as Istio's
 // gRPC bootstrap does.
 func audienceOf(n *core.Node) Audience {
@@ -163,9 +149,10 @@ func audienceOf(n *core.Node) Audience {
 
 // apply hands the caches what changed from what they hold. Called with loadMu held.
 func (s *Server) apply(set *Set) {
-	for key, c := range s.caches {
-		a, typeURL, _ := strings.Cut(key, "|")
-		s.applyOne(c, set.Resources(Audience(a), typeURL), typeURL)
+	for _, a := range audiences {
+		for _, k := range kinds {
+			s.applyOne(s.cp.PartitionCache(string(a), k.typeURL), set.Resources(a, k.typeURL), k.typeURL)
+		}
 	}
 }
 
@@ -195,48 +182,25 @@ func (s *Server) applyOne(c *cachev3.LinearCache, next map[string]proto.Message,
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv := grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{s.pki.cert}, MinVersion: tls.VersionTLS12})),
-		grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20),
-		// The agent pings every 30s (GRPC_KEEPALIVE_INTERVAL); grpc's default policy would
-		// answer that with GOAWAY.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.StreamInterceptor(s.authStream),
-	)
-	xds := serverv3.NewServer(ctx, s.cache, s.callbacks())
-	discovery.RegisterAggregatedDiscoveryServiceServer(srv, xds)
-	s.ca.Register(srv)
-
 	var wg sync.WaitGroup
 	watchErr := make(chan error, 1)
 	wg.Go(func() { watchErr <- s.watch(ctx) })
 	serveErr := make(chan error, 1)
-	wg.Go(func() { serveErr <- srv.Serve(lis) })
+	wg.Go(func() { serveErr <- s.cp.Serve(ctx, lis) })
 	s.cfg.Logger.Info("meshlab: serving xDS and CA", "addr", lis.Addr().String(), "resources", s.cfg.ResourcesDir)
 
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
-		err = fmt.Errorf("meshlab: serve on %s: %w", lis.Addr(), err)
+		err = fmt.Errorf("meshlab: %w", err)
 		serveErr <- nil
 	case err = <-watchErr:
 		watchErr <- nil
 	}
 	cancel()
-	srv.Stop()
 	wg.Wait()
 	return err
-}
-
-// authStream refuses xDS streams without the bearer token (the CA checks its own).
-func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	md, _ := metadata.FromIncomingContext(ss.Context())
-	if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer "+s.token {
-		s.cfg.Logger.Warn("meshlab: xDS stream refused: missing or wrong bearer token", "method", info.FullMethod)
-		return status.Error(codes.Unauthenticated, "meshlab: missing or wrong bearer token")
-	}
-	return h(srv, ss)
 }
 
 // callbacks log streams and NACKs and report pushes.
