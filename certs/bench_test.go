@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/wingman-mesh/wingman/fastpath"
 )
 
 // BenchmarkRotation measures one rotation end to end: the fake clock reaches the rotation time
@@ -30,7 +32,7 @@ func BenchmarkRotation(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if err := e.clock.waitForWaiter(e.ctx); err != nil {
+				if err := waitForWaiter(e.ctx, e.clock); err != nil {
 					b.Fatal(err)
 				}
 				if !e.m.keyReady.Load() {
@@ -91,9 +93,9 @@ type discardStream struct {
 }
 
 func (d *discardStream) Send([]byte) error { d.n++; return nil }
-func (d *discardStream) Recv() ([]byte, error) {
+func (d *discardStream) Recv() (fastpath.Frame, error) {
 	<-d.ctx.Done()
-	return nil, d.ctx.Err()
+	return fastpath.Frame{}, d.ctx.Err()
 }
 func (d *discardStream) Context() context.Context { return d.ctx }
 

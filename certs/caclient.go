@@ -3,24 +3,20 @@ package certs
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 	pb "istio.io/api/security/v1alpha1"
+
+	"github.com/wingman-mesh/wingman/internal/istiod"
 )
 
 // caClient calls istio.v1.auth.IstioCertificateService/CreateCertificate.
@@ -37,7 +33,7 @@ func newCAClient(cfg *Config, met *metrics) *caClient { return &caClient{cfg: cf
 
 // sign sends csrPEM and returns the raw cert_chain. Transient failures are retried up to
 // cfg.CAAttempts times with jittered exponential backoff from 100ms; after a failed sign the
-// connection is dropped so the next call dials afresh (re-reading the roots).
+// connection is dropped so the next call dials afresh.
 func (c *caClient) sign(ctx context.Context, csrPEM []byte) ([]string, error) {
 	conn, err := c.connection()
 	if err != nil {
@@ -54,7 +50,7 @@ func (c *caClient) sign(ctx context.Context, csrPEM []byte) ([]string, error) {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		var resp *pb.IstioCertificateResponse
-		resp, err = client.CreateCertificate(c.outgoing(ctx), req)
+		resp, err = client.CreateCertificate(ctx, req)
 		if err == nil {
 			return resp.GetCertChain(), nil
 		}
@@ -64,11 +60,11 @@ func (c *caClient) sign(ctx context.Context, csrPEM []byte) ([]string, error) {
 		c.met.retries.Inc()
 		wait := backoff/2 + rand.N(backoff)
 		backoff *= 2
-		t := time.NewTimer(wait)
+		t := c.cfg.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 	c.reset(conn)
@@ -84,34 +80,17 @@ func retryable(err error) bool {
 	return false
 }
 
-// outgoing adds the per-call metadata: the bearer token read now, ClusterID and CA_HEADER_*.
-func (c *caClient) outgoing(ctx context.Context) context.Context {
-	kv := make([]string, 0, 4+2*len(c.cfg.CAHeaders))
-	if tok, err := os.ReadFile(c.cfg.TokenPath); err == nil {
-		if t := strings.TrimSpace(string(tok)); t != "" {
-			kv = append(kv, "authorization", "Bearer "+t)
-		}
-	}
-	if c.cfg.ClusterID != "" {
-		kv = append(kv, "ClusterID", c.cfg.ClusterID)
-	}
-	for k, v := range c.cfg.CAHeaders {
-		kv = append(kv, k, v)
-	}
-	return metadata.AppendToOutgoingContext(ctx, kv...)
-}
-
 func (c *caClient) connection() (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn != nil {
 		return c.conn, nil
 	}
-	creds, err := c.credentials()
+	ic, err := c.istiodConfig()
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(c.cfg.CAAddr, grpc.WithTransportCredentials(creds))
+	conn, err := istiod.Dial(ic)
 	if err != nil {
 		return nil, fmt.Errorf("dial CA %s: %w", c.cfg.CAAddr, err)
 	}
@@ -139,44 +118,34 @@ func (c *caClient) close() {
 	}
 }
 
-// credentials: plaintext on :15010 (Istio's rule), else TLS with the configured roots and server
-// name, and the PROV_CERT client certificate loaded per handshake when present.
-func (c *caClient) credentials() (credentials.TransportCredentials, error) {
-	if strings.HasSuffix(c.cfg.CAAddr, ":15010") {
-		return insecure.NewCredentials(), nil
+// istiodConfig is how the CA is reached (internal/istiod: the plaintext rule, roots re-read when
+// they change, the token per call, ClusterID and CA_HEADER_* metadata), with the PROV_CERT client
+// certificate loaded per handshake when present.
+func (c *caClient) istiodConfig() (istiod.Config, error) {
+	ic := istiod.Config{
+		Address:    c.cfg.CAAddr,
+		RootCAFile: c.cfg.CARootPath,
+		ServerName: istiod.ServerName(c.cfg.CAAddr, c.cfg.IstiodSAN),
+		TokenFile:  c.cfg.TokenPath,
+		ClusterID:  c.cfg.ClusterID,
+		Metadata:   c.cfg.CAHeaders,
 	}
-	var roots *x509.CertPool
-	switch c.cfg.CARootPath {
-	case "":
-		return nil, errors.New("CA root certificate path is empty and the CA is not plaintext :15010")
-	case SystemRoots:
-		var err error
-		if roots, err = x509.SystemCertPool(); err != nil {
-			return nil, fmt.Errorf("system root pool: %w", err)
-		}
-	default:
-		b, err := os.ReadFile(c.cfg.CARootPath)
-		if err != nil {
-			return nil, fmt.Errorf("read CA roots: %w", err)
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("CA roots %s: no PEM certificate", c.cfg.CARootPath)
-		}
-	}
-	tc := &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		RootCAs:    roots,
-		ServerName: CAServerName(c.cfg.CAAddr, c.cfg.IstiodSAN),
+	switch {
+	case ic.IsPlaintext():
+		return ic, nil
+	case c.cfg.CARootPath == "":
+		return ic, errors.New("CA root certificate path is empty and the CA is not plaintext")
+	case c.cfg.CARootPath == SystemRoots:
+		ic.RootCAFile = "" // istiod: the system roots
 	}
 	if dir := c.cfg.ProvCertDir; dir != "" {
-		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		ic.ClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			kp, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert-chain.pem"), filepath.Join(dir, "key.pem"))
-			if err != nil || kp.Leaf == nil || time.Now().After(kp.Leaf.NotAfter) {
+			if err != nil || kp.Leaf == nil || c.cfg.Clock.Now().After(kp.Leaf.NotAfter) {
 				return &tls.Certificate{}, nil // token only, as Istio does for missing or expired certs
 			}
 			return &kp, nil
 		}
 	}
-	return credentials.NewTLS(tc), nil
+	return ic, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wingman-mesh/wingman/internal/clock"
 	"github.com/wingman-mesh/wingman/internal/metric"
 )
 
@@ -23,18 +24,6 @@ const (
 
 // SystemRoots is the CARootPath value that selects the operating system's root pool.
 const SystemRoots = "SYSTEM"
-
-// Clock is the time source of rotation decisions, validity checks and backoff waits.
-type Clock interface {
-	Now() time.Time
-	// After returns a channel that receives once d has elapsed on this clock.
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Config holds every setting of the workload identity part. cmd fills it from the environment
 // (names in brackets); zero values take Istio's defaults, applied by withDefaults.
@@ -52,14 +41,14 @@ type Config struct {
 	GracePeriodRatio       float64       // [SECRET_GRACE_PERIOD_RATIO] default 0.5
 	GracePeriodRatioJitter float64       // [SECRET_GRACE_PERIOD_RATIO_JITTER] default 0.01
 
-	// CAAddr is the CA's host:port [CA_ADDR, default the discovery address]. Plaintext when it ends
-	// in ":15010". Empty means no CA: certificates only come from files.
+	// CAAddr is the CA's host:port [CA_ADDR, default the discovery address]. Plaintext by
+	// internal/istiod's rule (port 15010). Empty means no CA: certificates only come from files.
 	CAAddr string
 	// CARootPath is the PEM file of roots trusted for the CA, or SystemRoots [CA_ROOT_CA, resolved
-	// by cmd with Istio's search order; see CARootSearch]. Re-read on every new connection.
+	// by cmd with Istio's search order; see CARootSearch]. Re-read when it changes.
 	CARootPath string
 	// IstiodSAN overrides the TLS server name for the CA [ISTIOD_SAN]. When empty the name is the
-	// host of CAAddr, with localhost mapped to istiod.istio-system.svc (see CAServerName).
+	// host of CAAddr, with localhost mapped to istiod.istio-system.svc (see istiod.ServerName).
 	IstiodSAN string
 	// ProvCertDir holds key.pem and cert-chain.pem presented to the CA as a client certificate
 	// [PROV_CERT]; loaded per handshake, skipped when absent.
@@ -104,7 +93,7 @@ type Config struct {
 	RetryMax     time.Duration
 	CAAttempts   int
 
-	Clock      Clock            // nil → real time
+	Clock      clock.Clock      // nil → real time
 	Logger     *slog.Logger     // nil → discard
 	Registerer *metric.Registry // nil → metrics are kept but not exported
 }
@@ -153,7 +142,7 @@ func (c Config) withDefaults() Config {
 		c.CAAttempts = 5
 	}
 	if c.Clock == nil {
-		c.Clock = realClock{}
+		c.Clock = clock.Real
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -189,22 +178,6 @@ func (c Config) validate() error {
 // SpiffeID is the workload identity the CSR asks for.
 func (c Config) SpiffeID() string {
 	return "spiffe://" + c.TrustDomain + "/ns/" + c.Namespace + "/sa/" + c.ServiceAccount
-}
-
-// CAServerName is the TLS server name used to verify the CA: istiodSAN when set, else the host
-// of addr, with localhost (and localhost.*) mapped to istiod.istio-system.svc, as Istio.
-func CAServerName(addr, istiodSAN string) string {
-	if istiodSAN != "" {
-		return istiodSAN
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if host == "localhost" || strings.HasPrefix(host, "localhost.") {
-		return "istiod.istio-system.svc"
-	}
-	return host
 }
 
 // CARootSearch is the input of Istio's FindRootCAForCA, resolved by cmd via CARootPathFor.

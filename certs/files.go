@@ -254,6 +254,9 @@ func (f *fileSecrets) addWatchesLocked() {
 	}
 }
 
+// after is time.After on the configured clock.
+func (f *fileSecrets) after(d time.Duration) <-chan time.Time { return f.cfg.Clock.NewTimer(d).C() }
+
 // run watches the registered directories until ctx is done, reloading every entry FileDebounce
 // after the last event (and retrying a failed load for up to 10 s, e.g. a half-written pair).
 func (f *fileSecrets) run(ctx context.Context) {
@@ -268,7 +271,7 @@ func (f *fileSecrets) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Second):
+		case <-f.after(time.Second):
 		}
 	}
 	f.mu.Lock()
@@ -287,7 +290,7 @@ func (f *fileSecrets) run(ctx context.Context) {
 	var timer <-chan time.Time
 	if err := f.reloadAll(); err != nil {
 		f.log.Warn("file certificates not loaded yet", "err", err)
-		timer = time.After(f.cfg.FileDebounce)
+		timer = f.after(f.cfg.FileDebounce)
 	}
 	for {
 		select {
@@ -301,7 +304,7 @@ func (f *fileSecrets) run(ctx context.Context) {
 				continue
 			}
 			if timer == nil {
-				timer = time.After(f.cfg.FileDebounce)
+				timer = f.after(f.cfg.FileDebounce)
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
@@ -317,7 +320,7 @@ func (f *fileSecrets) run(ctx context.Context) {
 				continue
 			}
 			if retries++; retries <= maxRetries {
-				timer = time.After(f.cfg.FileDebounce)
+				timer = f.after(f.cfg.FileDebounce)
 			}
 			f.log.Warn("file certificates not reloaded; the previous ones stay in service", "err", err)
 		}

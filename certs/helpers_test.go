@@ -24,86 +24,22 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/clock/clocktest"
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/lab/testca"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeClock is a Clock that moves only when told to. Guarded by mu.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeWaiter
-	added   chan struct{} // capacity 1: a waiter was added
-}
-
-type fakeWaiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Now().Truncate(time.Second), added: make(chan struct{}, 1)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), ch: ch})
-	select {
-	case c.added <- struct{}{}:
-	default:
-	}
-	return ch
-}
-
-// Set moves the clock to t (never backwards) and fires every waiter due by then.
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t.After(c.now) {
-		c.now = t
-	}
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if !w.at.After(c.now) {
-			w.ch <- c.now
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	c.waiters = kept
-}
-
-func (c *fakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
+func newFakeClock() *clocktest.Fake { return clocktest.NewFake(time.Now().Truncate(time.Second)) }
 
 // waitForWaiter blocks until some goroutine waits on the clock.
-func (c *fakeClock) waitForWaiter(ctx context.Context) error {
-	for {
-		c.mu.Lock()
-		n := len(c.waiters)
-		c.mu.Unlock()
-		if n > 0 {
-			return nil
-		}
-		select {
-		case <-c.added:
-		case <-ctx.Done():
-			return errors.New("no goroutine ever waited on the fake clock")
-		}
+func waitForWaiter(ctx context.Context, c *clocktest.Fake) error {
+	if err := c.Wait(ctx, func(n int) bool { return n > 0 }); err != nil {
+		return errors.New("no goroutine ever waited on the fake clock")
 	}
+	return nil
 }
 
 // logSink is a slog handler that hands records to the test.
@@ -125,7 +61,7 @@ type env struct {
 	t     testing.TB
 	ctx   context.Context
 	dir   string
-	clock *fakeClock
+	clock *clocktest.Fake
 	ca    *testca.CA
 	reg   *metric.Registry
 	logs  chan slog.Record
@@ -242,7 +178,7 @@ func (e *env) counter(name string) float64 {
 // rotation time, or past the longest retry backoff when that time has passed already.
 func (e *env) rotate() {
 	e.t.Helper()
-	if err := e.clock.waitForWaiter(e.ctx); err != nil {
+	if err := waitForWaiter(e.ctx, e.clock); err != nil {
 		e.t.Fatal(err)
 	}
 	at := e.m.cur.Load().rotateAt
@@ -278,7 +214,7 @@ func (c *sdsClient) send(nonce string, names ...string) {
 	c.t.Helper()
 	err := c.stream.Send(&discovery.DiscoveryRequest{
 		Node:    &corev3.Node{Id: "sidecar~10.0.0.1~sleep.default~default.svc.cluster.local"},
-		TypeUrl: secretTypeURL, ResourceNames: names, ResponseNonce: nonce,
+		TypeUrl: fastpath.SecretType, ResourceNames: names, ResponseNonce: nonce,
 	})
 	if err != nil {
 		c.t.Fatal(err)

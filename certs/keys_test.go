@@ -87,17 +87,6 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("%+v accepted", cfg)
 		}
 	}
-	for addr, want := range map[[2]string]string{
-		{"localhost:15012", ""}:                  "istiod.istio-system.svc",
-		{"istiod.istio-system.svc:15012", ""}:    "istiod.istio-system.svc",
-		{"istiod-remote.example.com:15012", ""}:  "istiod-remote.example.com",
-		{"localhost:15012", "istiod.custom.svc"}: "istiod.custom.svc",
-		{"localhost.localdomain:15012", ""}:      "istiod.istio-system.svc",
-	} {
-		if got := CAServerName(addr[0], addr[1]); got != want {
-			t.Errorf("CAServerName(%q, %q) = %q, want %q", addr[0], addr[1], got, want)
-		}
-	}
 	if got := CARootPathFor(CARootSearch{ProvCert: "/etc/prov/"}); got != "/etc/prov/root-cert.pem" {
 		t.Errorf("PROV_CERT root: %s", got)
 	}

@@ -184,7 +184,7 @@ func (m *Manager) rotate(ctx context.Context) {
 		if w := m.cur.Load(); w != nil && !m.sleepUntil(ctx, w.rotateAt) {
 			return
 		}
-		trigger := time.Now()
+		trigger := time.Now() // for the local-latency metric, as sent and got in renew
 		if key.signer == nil {
 			select {
 			case key = <-m.keys:
@@ -335,9 +335,11 @@ func (m *Manager) sleepUntil(ctx context.Context, t time.Time) bool {
 		if d <= 0 {
 			return true
 		}
+		t := m.cfg.Clock.NewTimer(d)
 		select {
-		case <-m.cfg.Clock.After(d):
+		case <-t.C():
 		case <-ctx.Done():
+			t.Stop()
 			return false
 		}
 	}

@@ -154,7 +154,7 @@ func TestCADownAtStart(t *testing.T) {
 	if attrs := e.waitLog("certificate fetch failed"); !strings.Contains(attrs, "Unavailable") {
 		t.Errorf("failure log: %s", attrs)
 	}
-	if err := e.clock.waitForWaiter(e.ctx); err != nil {
+	if err := waitForWaiter(e.ctx, e.clock); err != nil {
 		t.Fatal(err)
 	}
 	if e.counter("istio_agent_num_failed_outgoing_requests") < 1 {
@@ -284,7 +284,7 @@ func TestOutputCerts(t *testing.T) {
 	first := check()
 	e.rotate()
 	c.mustRecv(ResourceDefault)
-	if err := e.clock.waitForWaiter(e.ctx); err != nil {
+	if err := waitForWaiter(e.ctx, e.clock); err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Equal(first, check()) {

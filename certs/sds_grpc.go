@@ -2,16 +2,16 @@ package certs
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+
+	"github.com/wingman-mesh/wingman/fastpath"
 )
 
 // sdsServiceDesc is envoy.service.secret.v3.SecretDiscoveryService served over encoded messages
-// (rawCodec): StreamSecrets is the agent's; DeltaSecrets and FetchSecrets answer Unimplemented with
+// (fastpath.Codec): StreamSecrets is the agent's; DeltaSecrets and FetchSecrets answer Unimplemented with
 // the messages generated servers give.
 var sdsServiceDesc = grpc.ServiceDesc{
 	ServiceName: "envoy.service.secret.v3.SecretDiscoveryService",
@@ -19,11 +19,14 @@ var sdsServiceDesc = grpc.ServiceDesc{
 	Methods: []grpc.MethodDesc{{
 		MethodName: "FetchSecrets",
 		Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			var b []byte
-			if err := dec(&b); err != nil {
+			var f fastpath.Frame
+			if err := dec(&f); err != nil {
 				return nil, err
 			}
-			if err := parseRequest(b, &sdsRequest{}); err != nil {
+			var p fastpath.Peeker
+			err := readRequest(&p, f.Data, &sdsRequest{})
+			f.Free()
+			if err != nil {
 				return nil, status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
 			}
 			return nil, status.Error(codes.Unimplemented, "method FetchSecrets not implemented")
@@ -42,42 +45,21 @@ var sdsServiceDesc = grpc.ServiceDesc{
 	Metadata: "envoy/service/secret/v3/sds.proto",
 }
 
-// grpcSDSConn adapts a gRPC server stream using rawCodec to sdsConn.
+// grpcSDSConn adapts a gRPC server stream using fastpath.Codec to sdsConn.
 type grpcSDSConn struct{ ss grpc.ServerStream }
 
 func (c grpcSDSConn) Context() context.Context { return c.ss.Context() }
 
-func (c grpcSDSConn) Recv() ([]byte, error) {
-	var b []byte
-	if err := c.ss.RecvMsg(&b); err != nil {
-		return nil, err
-	}
-	return b, nil
+func (c grpcSDSConn) Recv() (fastpath.Frame, error) {
+	var f fastpath.Frame
+	err := c.ss.RecvMsg(&f)
+	return f, err
 }
 
-func (c grpcSDSConn) Send(resp []byte) error { return c.ss.SendMsg(&resp) }
-
-// rawCodec is a gRPC CodecV2 for *[]byte holding encoded messages. Its name is "proto", so
-// clients see the ordinary application/grpc+proto. Messages are small (a request names a few
-// secrets; a response holds a few PEMs), so received bytes are copied out of gRPC's buffers.
-type rawCodec struct{}
-
-func (rawCodec) Name() string { return "proto" }
-
-// Marshal hands the bytes to gRPC without copying: the sender never modifies them afterwards.
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	b, ok := v.(*[]byte)
-	if !ok {
-		return nil, fmt.Errorf("certs: SDS codec cannot marshal %T", v)
-	}
-	return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
-}
-
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	b, ok := v.(*[]byte)
-	if !ok {
-		return fmt.Errorf("certs: SDS codec cannot unmarshal into %T", v)
-	}
-	*b = data.Materialize()
-	return nil
+// Send hands resp to gRPC without copying: the sender never modifies it afterwards.
+func (c grpcSDSConn) Send(resp []byte) error {
+	f := fastpath.FrameOf(resp)
+	err := c.ss.SendMsg(&f)
+	f.Free()
+	return err
 }

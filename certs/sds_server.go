@@ -15,6 +15,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/clock"
 	"github.com/wingman-mesh/wingman/internal/unixsock"
 )
 
@@ -34,7 +36,7 @@ var _ secretSource = (*Manager)(nil)
 type Server struct {
 	path  string       // immutable: the socket served
 	src   secretSource // concurrency-safe
-	clock Clock        // immutable
+	clock clock.Clock  // immutable
 	log   *slog.Logger // immutable
 	met   *metrics     // immutable
 
@@ -68,7 +70,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	srv := grpc.NewServer(grpc.MaxConcurrentStreams(100000), grpc.WaitForHandlers(true),
-		grpc.ForceServerCodecV2(rawCodec{}))
+		grpc.ForceServerCodecV2(fastpath.Codec{}))
 	srv.RegisterService(&sdsServiceDesc, s)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
@@ -99,12 +101,12 @@ func (s *Server) listen(ctx context.Context) (net.Listener, error) {
 			return nil, err
 		}
 		s.log.Warn("SDS listen failed; retrying", "err", err, "retry_in", wait)
-		t := time.NewTimer(wait)
+		t := s.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil, fmt.Errorf("certs: SDS listen on %s: %w", s.path, ctx.Err())
-		case <-t.C:
+		case <-t.C():
 		}
 		wait *= 2
 	}

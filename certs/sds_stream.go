@@ -8,15 +8,15 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-)
 
-const healthInfoTypeURL = "type.googleapis.com/istio.v1.HealthInformation"
+	"github.com/wingman-mesh/wingman/fastpath"
+)
 
 // sdsConn is one SDS stream as encoded DiscoveryRequests in and DiscoveryResponses out.
 type sdsConn interface {
 	Context() context.Context
-	// Recv returns the next encoded DiscoveryRequest.
-	Recv() ([]byte, error)
+	// Recv returns the next encoded DiscoveryRequest; the caller frees it.
+	Recv() (fastpath.Frame, error)
 	// Send sends an encoded DiscoveryResponse; resp must not be modified afterwards.
 	Send(resp []byte) error
 }
@@ -44,14 +44,17 @@ func (s *Server) streamSecrets(stream sdsConn) error {
 	s.streams.Add(1)
 	go func() { // owned by Run through s.streams; ends with the stream's context
 		defer s.streams.Done()
+		var p fastpath.Peeker
 		for {
-			b, err := stream.Recv()
+			f, err := stream.Recv()
 			if err != nil {
 				recvErr <- err
 				return
 			}
 			req := &sdsRequest{}
-			if err := parseRequest(b, req); err != nil {
+			err = readRequest(&p, f.Data, req)
+			f.Free()
+			if err != nil {
 				// What gRPC's proto codec answers a request it cannot unmarshal.
 				recvErr <- status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
 				return
@@ -91,29 +94,29 @@ func (s *Server) streamSecrets(stream sdsConn) error {
 
 func (st *sdsStream) handle(req *sdsRequest) error {
 	if !st.started {
-		if req.typeURL == healthInfoTypeURL {
+		if req.TypeURL == fastpath.HealthInfoType {
 			return nil
 		}
-		if req.nodeID == "" {
+		if req.NodeID == "" {
 			return status.Error(codes.InvalidArgument, "SDS: the first request carries no node id")
 		}
 		st.started = true
 	}
-	if req.typeURL != secretTypeURL {
-		return status.Errorf(codes.InvalidArgument, "SDS: type %q is not %s", req.typeURL, secretTypeURL)
+	if req.TypeURL != fastpath.SecretType {
+		return status.Errorf(codes.InvalidArgument, "SDS: type %q is not %s", req.TypeURL, fastpath.SecretType)
 	}
 	for _, n := range req.names {
 		if err := checkResourceName(n); err != nil {
 			return status.Error(codes.InvalidArgument, "SDS: "+err.Error())
 		}
 	}
-	if req.hasError {
+	if req.HasError {
 		st.s.met.sdsRejects.Inc()
-		st.s.log.Warn("SDS response rejected by Envoy", "nonce", req.nonce,
-			"resources", req.names, "error", req.errMsg)
+		st.s.log.Warn("SDS response rejected by Envoy", "nonce", req.Nonce,
+			"resources", req.names, "error", req.ErrorMsg)
 		return nil
 	}
-	nonce := req.nonce
+	nonce := req.Nonce
 	if nonce != "" && nonce != st.nonce {
 		return nil // stale: a response is in flight that this request did not see
 	}

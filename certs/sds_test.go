@@ -21,6 +21,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/wingman-mesh/wingman/fastpath"
 )
 
 // TestNACKGetsNoResponse: a NACK is counted and answered with nothing; the next response the
@@ -30,7 +32,7 @@ func TestNACKGetsNoResponse(t *testing.T) {
 	c := e.dial()
 	c.send("", ResourceDefault)
 	c.mustRecv()
-	if err := c.stream.Send(&discovery.DiscoveryRequest{TypeUrl: secretTypeURL, ResourceNames: []string{ResourceDefault},
+	if err := c.stream.Send(&discovery.DiscoveryRequest{TypeUrl: fastpath.SecretType, ResourceNames: []string{ResourceDefault},
 		ResponseNonce: c.nonce, ErrorDetail: &status.Status{Code: 3, Message: "bad secret"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,11 +106,11 @@ func TestMalformedRequests(t *testing.T) {
 		req  *discovery.DiscoveryRequest
 		code codes.Code
 	}{
-		{"no node", &discovery.DiscoveryRequest{TypeUrl: secretTypeURL, ResourceNames: []string{"default"}}, codes.InvalidArgument},
+		{"no node", &discovery.DiscoveryRequest{TypeUrl: fastpath.SecretType, ResourceNames: []string{"default"}}, codes.InvalidArgument},
 		{"wrong type", &discovery.DiscoveryRequest{Node: node, TypeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster"}, codes.InvalidArgument},
-		{"empty name", &discovery.DiscoveryRequest{Node: node, TypeUrl: secretTypeURL, ResourceNames: []string{""}}, codes.InvalidArgument},
-		{"file-cert without key", &discovery.DiscoveryRequest{Node: node, TypeUrl: secretTypeURL, ResourceNames: []string{"file-cert:/a.pem"}}, codes.InvalidArgument},
-		{"missing file", &discovery.DiscoveryRequest{Node: node, TypeUrl: secretTypeURL, ResourceNames: []string{"file-root:/nonexistent/ca.pem"}}, codes.Unavailable},
+		{"empty name", &discovery.DiscoveryRequest{Node: node, TypeUrl: fastpath.SecretType, ResourceNames: []string{""}}, codes.InvalidArgument},
+		{"file-cert without key", &discovery.DiscoveryRequest{Node: node, TypeUrl: fastpath.SecretType, ResourceNames: []string{"file-cert:/a.pem"}}, codes.InvalidArgument},
+		{"missing file", &discovery.DiscoveryRequest{Node: node, TypeUrl: fastpath.SecretType, ResourceNames: []string{"file-root:/nonexistent/ca.pem"}}, codes.Unavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := e.dial()

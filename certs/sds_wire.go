@@ -1,18 +1,21 @@
 package certs
 
 import (
-	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/wingman-mesh/wingman/fastpath"
 )
 
-// The SDS server speaks protobuf wire format directly: the few messages it writes and the one it
-// reads are small, and encoding them by hand keeps go-control-plane's generated types (and the
-// Envoy config closure they pull in) out of the agent. Field numbers are those of Envoy's protos;
-// sds_wire_test.go checks every encoding byte for byte against go-control-plane's marshalling.
+// The SDS server writes its Secrets in protobuf wire format directly: they are small, and encoding
+// them by hand keeps go-control-plane's generated types (and the Envoy config closure they pull
+// in) out of the agent. The DiscoveryRequests it reads and the DiscoveryResponses around the
+// Secrets are fastpath's. Field numbers are those of Envoy's protos; sds_wire_test.go checks every
+// encoding byte for byte against go-control-plane's marshalling.
 const (
 	secretName              = 1 // extensions.transport_sockets.tls.v3.Secret.name
 	secretTLSCertificate    = 2 //   .tls_certificate
@@ -22,20 +25,6 @@ const (
 	validationTrustedCA     = 1 // CertificateValidationContext.trusted_ca
 	validationCRL           = 7 //   .crl
 	dataSourceInlineBytes   = 2 // config.core.v3.DataSource.inline_bytes
-	anyTypeURL              = 1 // google.protobuf.Any.type_url
-	anyValue                = 2 //   .value
-
-	respVersion  = 1 // service.discovery.v3.DiscoveryResponse.version_info
-	respResource = 2 //   .resources
-	respTypeURL  = 4 //   .type_url
-	respNonce    = 5 //   .nonce
-	reqNode      = 2 // DiscoveryRequest.node
-	reqNames     = 3 //   .resource_names
-	reqTypeURL   = 4 //   .type_url
-	reqNonce     = 5 //   .response_nonce
-	reqError     = 6 //   .error_detail
-	nodeID       = 1 // config.core.v3.Node.id
-	statusMsg    = 2 // google.rpc.Status.message
 )
 
 // secret is an encoded tls.v3.Secret and its name.
@@ -117,141 +106,40 @@ func rootSecret(name string, rootPEM, crl []byte) secret {
 // resourceField encodes body as DiscoveryResponse.resources entry: the field tag and length, then
 // a google.protobuf.Any of the Secret type. Built once per secret version, shared by all streams.
 func resourceField(body []byte) []byte {
-	anySize := fieldSize(anyTypeURL, len(secretTypeURL)) + fieldSize(anyValue, len(body))
-	b := make([]byte, 0, fieldSize(respResource, anySize))
-	return appendMessage(b, respResource, anySize, func(dst []byte) []byte {
-		dst = protowire.AppendTag(dst, anyTypeURL, protowire.BytesType)
-		dst = protowire.AppendString(dst, secretTypeURL)
-		dst = protowire.AppendTag(dst, anyValue, protowire.BytesType)
-		return protowire.AppendBytes(dst, body)
-	})
+	b := make([]byte, 0, fastpath.ResourceSize(fastpath.SecretType, len(body)))
+	return fastpath.AppendResource(b, fastpath.SecretType, body)
 }
 
 // encodeResponse encodes a DiscoveryResponse of Secrets: version_info is now (RFC 3339, UTC) + "/"
 // + id, the nonce is id; resources are resourceField encodings, in order. One allocation.
 func encodeResponse(now time.Time, id string, resources [][]byte) []byte {
-	var tb [64]byte
-	ts := now.UTC().AppendFormat(tb[:0], time.RFC3339)
-	vlen := len(ts) + 1 + len(id)
-	n := fieldSize(respVersion, vlen) + fieldSize(respTypeURL, len(secretTypeURL))
-	if id != "" {
-		n += fieldSize(respNonce, len(id))
-	}
-	for _, r := range resources {
-		n += len(r)
-	}
-	b := make([]byte, 0, n)
-	b = protowire.AppendTag(b, respVersion, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(vlen))
-	b = append(b, ts...)
-	b = append(b, '/')
-	b = append(b, id...)
-	for _, r := range resources {
-		b = append(b, r...)
-	}
-	b = protowire.AppendTag(b, respTypeURL, protowire.BytesType)
-	b = protowire.AppendString(b, secretTypeURL)
-	if id != "" {
-		b = protowire.AppendTag(b, respNonce, protowire.BytesType)
-		b = protowire.AppendString(b, id)
-	}
-	return b
+	var vb [96]byte
+	v := now.UTC().AppendFormat(vb[:0], time.RFC3339)
+	v = append(v, '/')
+	v = append(v, id...)
+	return fastpath.AppendResponse(nil, v, fastpath.SecretType, id, resources)
 }
 
 // sdsRequest is what the SDS server reads of a DiscoveryRequest.
 type sdsRequest struct {
-	typeURL  string
-	nodeID   string // node.id; "" when there is no node
-	names    []string
-	nonce    string // response_nonce
-	hasError bool   // error_detail is set: a NACK
-	errMsg   string // error_detail.message
+	fastpath.Request
+	names []string // resource_names, in order
 }
 
-var errMalformed = errors.New("malformed protobuf")
-
-// parseRequest decodes a DiscoveryRequest with proto3 semantics: the last value of a repeated
-// scalar occurrence wins, occurrences of a message field merge, unknown fields are skipped, and
-// the string fields read must be valid UTF-8 (as proto.Unmarshal requires).
-func parseRequest(b []byte, r *sdsRequest) error {
-	*r = sdsRequest{}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("DiscoveryRequest: %w", protowire.ParseError(n))
-		}
-		b = b[n:]
-		if typ != protowire.BytesType || (num != reqNode && num != reqNames && num != reqTypeURL && num != reqNonce && num != reqError) {
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return fmt.Errorf("DiscoveryRequest field %d: %w", num, protowire.ParseError(n))
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return fmt.Errorf("DiscoveryRequest field %d: %w", num, protowire.ParseError(n))
-		}
-		b = b[n:]
-		var err error
-		switch num {
-		case reqNode:
-			err = lastString(v, nodeID, &r.nodeID)
-		case reqError:
-			r.hasError = true
-			err = lastString(v, statusMsg, &r.errMsg)
-		case reqNames:
-			var s string
-			if s, err = utf8String(v); err == nil {
-				r.names = append(r.names, s)
-			}
-		case reqTypeURL:
-			r.typeURL, err = utf8String(v)
-		case reqNonce:
-			r.nonce, err = utf8String(v)
-		}
-		if err != nil {
-			return fmt.Errorf("DiscoveryRequest field %d: %w", num, err)
-		}
+// readRequest reads a DiscoveryRequest with fastpath's peeker and, as proto.Unmarshal does,
+// refuses string fields that are not valid UTF-8.
+func readRequest(p *fastpath.Peeker, data mem.BufferSlice, r *sdsRequest) error {
+	r.names = nil
+	var bad bool
+	err := p.PeekRequestNames(data, &r.Request, func(name []byte) {
+		bad = bad || !utf8.Valid(name)
+		r.names = append(r.names, string(name))
+	})
+	switch {
+	case err != nil:
+		return err
+	case bad:
+		return fmt.Errorf("DiscoveryRequest resource_names: %w", fastpath.ErrInvalidUTF8)
 	}
-	return nil
-}
-
-// lastString sets *dst to the last occurrence of string field want in the message msg (leaving
-// it as it was when there is none, so occurrences of msg merge).
-func lastString(msg []byte, want protowire.Number, dst *string) error {
-	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		msg = msg[n:]
-		if num == want && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(msg)
-			if n < 0 {
-				return protowire.ParseError(n)
-			}
-			msg = msg[n:]
-			s, err := utf8String(v)
-			if err != nil {
-				return fmt.Errorf("field %d: %w", want, err)
-			}
-			*dst = s
-			continue
-		}
-		n = protowire.ConsumeFieldValue(num, typ, msg)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		msg = msg[n:]
-	}
-	return nil
-}
-
-func utf8String(b []byte) (string, error) {
-	if !utf8.Valid(b) {
-		return "", fmt.Errorf("%w: string field is not valid UTF-8", errMalformed)
-	}
-	return string(b), nil
+	return r.CheckUTF8()
 }

@@ -17,6 +17,8 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/wingman-mesh/wingman/fastpath"
 )
 
 var det = proto.MarshalOptions{Deterministic: true}
@@ -78,10 +80,10 @@ func TestResponseEncodingMatchesProto(t *testing.T) {
 	for n := 0; n <= len(secrets); n++ {
 		for _, id := range []string{"1", "18446744073709551615"} {
 			var res [][]byte
-			want := &discovery.DiscoveryResponse{VersionInfo: "2026-12-02T13:00:05Z/" + id, TypeUrl: secretTypeURL, Nonce: id}
+			want := &discovery.DiscoveryResponse{VersionInfo: "2026-12-02T13:00:05Z/" + id, TypeUrl: fastpath.SecretType, Nonce: id}
 			for _, s := range secrets[:n] {
 				res = append(res, resourceField(s.body))
-				want.Resources = append(want.Resources, &anypb.Any{TypeUrl: secretTypeURL, Value: s.body})
+				want.Resources = append(want.Resources, &anypb.Any{TypeUrl: fastpath.SecretType, Value: s.body})
 			}
 			got := encodeResponse(now, id, res)
 			if w := mustMarshal(t, want); !bytes.Equal(got, w) {
@@ -101,12 +103,12 @@ func trim(b []byte) []byte { return b[:min(len(b), 64)] }
 func TestParseRequest(t *testing.T) {
 	reqs := []*discovery.DiscoveryRequest{
 		{},
-		{Node: &corev3.Node{Id: "sidecar~10.0.0.1~a.b~b.svc.cluster.local", Cluster: "c"}, TypeUrl: secretTypeURL,
+		{Node: &corev3.Node{Id: "sidecar~10.0.0.1~a.b~b.svc.cluster.local", Cluster: "c"}, TypeUrl: fastpath.SecretType,
 			ResourceNames: []string{"default", "ROOTCA"}, VersionInfo: "v"},
-		{TypeUrl: secretTypeURL, ResponseNonce: "7", ResourceNames: []string{"default"},
+		{TypeUrl: fastpath.SecretType, ResponseNonce: "7", ResourceNames: []string{"default"},
 			ErrorDetail: &rpcstatus.Status{Code: 3, Message: "bad secret"}},
 		{ErrorDetail: &rpcstatus.Status{}, Node: &corev3.Node{Cluster: "no id"}},
-		{TypeUrl: healthInfoTypeURL},
+		{TypeUrl: fastpath.HealthInfoType},
 	}
 	for i, a := range reqs {
 		for j, b := range reqs {
@@ -119,24 +121,30 @@ func TestParseRequest(t *testing.T) {
 	}
 }
 
-// checkParse: when proto.Unmarshal accepts data, parseRequest must too, with the same fields;
-// when parseRequest refuses data, proto.Unmarshal must too.
+// parse reads data as the SDS server does.
+func parse(data []byte, r *sdsRequest) error {
+	var p fastpath.Peeker
+	return readRequest(&p, fastpath.FrameOf(data).Data, r)
+}
+
+// checkParse: when proto.Unmarshal accepts data, readRequest must too, with the same fields;
+// when readRequest refuses data, proto.Unmarshal must too.
 func checkParse(t *testing.T, data []byte) {
 	t.Helper()
 	var got sdsRequest
-	perr := parseRequest(data, &got)
+	perr := parse(data, &got)
 	want := &discovery.DiscoveryRequest{}
 	if err := proto.Unmarshal(data, want); err != nil {
-		return // parseRequest reads fewer fields, so it may accept what proto refuses
+		return // readRequest reads fewer fields, so it may accept what proto refuses
 	}
 	if perr != nil {
-		t.Fatalf("parseRequest(%x): %v; proto.Unmarshal accepts it", data, perr)
+		t.Fatalf("readRequest(%x): %v; proto.Unmarshal accepts it", data, perr)
 	}
-	if got.typeURL != want.GetTypeUrl() || got.nodeID != want.GetNode().GetId() || got.nonce != want.GetResponseNonce() ||
-		got.hasError != (want.GetErrorDetail() != nil) || got.errMsg != want.GetErrorDetail().GetMessage() ||
+	if got.TypeURL != want.GetTypeUrl() || got.NodeID != want.GetNode().GetId() || got.Nonce != want.GetResponseNonce() ||
+		got.HasError != (want.GetErrorDetail() != nil) || got.ErrorMsg != want.GetErrorDetail().GetMessage() ||
 		strings.Join(got.names, "\x00") != strings.Join(want.GetResourceNames(), "\x00") ||
 		len(got.names) != len(want.GetResourceNames()) {
-		t.Fatalf("parseRequest(%x) = %+v; proto.Unmarshal gives %v", data, got, want)
+		t.Fatalf("readRequest(%x) = %+v; proto.Unmarshal gives %v", data, got, want)
 	}
 }
 
@@ -155,7 +163,7 @@ func TestParseRequestBadInput(t *testing.T) {
 		"truncated error body": {0x32, 0x04, 0x12},
 	} {
 		var r sdsRequest
-		if err := parseRequest(data, &r); err == nil {
+		if err := parse(data, &r); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 		if err := proto.Unmarshal(data, &discovery.DiscoveryRequest{}); err == nil {
@@ -165,7 +173,7 @@ func TestParseRequestBadInput(t *testing.T) {
 }
 
 func FuzzParseRequest(f *testing.F) {
-	f.Add(mustMarshal(f, &discovery.DiscoveryRequest{Node: &corev3.Node{Id: "n"}, TypeUrl: secretTypeURL,
+	f.Add(mustMarshal(f, &discovery.DiscoveryRequest{Node: &corev3.Node{Id: "n"}, TypeUrl: fastpath.SecretType,
 		ResourceNames: []string{"default", "ROOTCA"}, ResponseNonce: "1"}))
 	f.Add(mustMarshal(f, &discovery.DiscoveryRequest{ErrorDetail: &rpcstatus.Status{Code: 3, Message: "m"}, VersionInfo: "v"}))
 	f.Add([]byte{0x12, 0x03, 0x0a, 0x01, 'x', 0x0b, 0x0c})
@@ -182,7 +190,7 @@ func TestUnimplementedMethods(t *testing.T) {
 	}
 	defer conn.Close()
 	client := secretv3.NewSecretDiscoveryServiceClient(conn)
-	_, err = client.FetchSecrets(e.ctx, &discovery.DiscoveryRequest{TypeUrl: secretTypeURL})
+	_, err = client.FetchSecrets(e.ctx, &discovery.DiscoveryRequest{TypeUrl: fastpath.SecretType})
 	if s := grpcstatus.Convert(err); s.Code() != codes.Unimplemented || s.Message() != "method FetchSecrets not implemented" {
 		t.Errorf("FetchSecrets: %v", err)
 	}
@@ -195,15 +203,16 @@ func TestUnimplementedMethods(t *testing.T) {
 	}
 
 	raw, err := conn.NewStream(e.ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true},
-		"/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets", grpc.ForceCodecV2(rawCodec{}))
+		"/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets", grpc.ForceCodecV2(fastpath.Codec{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := []byte{0x22, 0x01, 0xff} // type_url that is not UTF-8
+	bad := fastpath.FrameOf([]byte{0x22, 0x01, 0xff}) // type_url that is not UTF-8
 	if err := raw.SendMsg(&bad); err != nil {
 		t.Fatal(err)
 	}
-	var resp []byte
+	var resp fastpath.Frame
+	defer resp.Free()
 	if err := raw.RecvMsg(&resp); grpcstatus.Code(err) != codes.Internal || !strings.Contains(err.Error(), "UTF-8") {
 		t.Errorf("malformed request: %v", err)
 	}

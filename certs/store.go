@@ -4,8 +4,6 @@ import (
 	"sync"
 )
 
-const secretTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
-
 // secretValue is one version of a named secret, encoded once and shared by every stream.
 // Immutable.
 type secretValue struct {

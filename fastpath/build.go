@@ -264,3 +264,37 @@ const (
 	RequestNonceField      = reqNonce
 	DeltaRequestNonceField = dreqNonce
 )
+
+// WithNode returns f with node (an encoded config.core.v3.Node) added as field number field (see
+// AppendNode) when the message in f carries no such field; otherwise f unchanged. When it adds
+// the node, f is freed and the returned frame holds a new copy.
+func (p *Peeker) WithNode(f Frame, field int, node []byte) (Frame, error) {
+	if hasField(f.Data, field) {
+		return f, nil
+	}
+	b := AppendNode(nil, field, node)
+	b, err := p.AppendWithout(b, f.Data, func(int) bool { return false })
+	f.Free()
+	if err != nil {
+		return Frame{}, err
+	}
+	return FrameOf(b), nil
+}
+
+// hasField reports whether the message in data has a top-level field number field before the
+// end or the first malformed field.
+func hasField(data mem.BufferSlice, field int) bool {
+	c := NewCursor(data)
+	for {
+		n, wt, done, err := c.Next()
+		if err != nil || done {
+			return false
+		}
+		if n == field {
+			return true
+		}
+		if c.SkipValue(wt) != nil {
+			return false
+		}
+	}
+}

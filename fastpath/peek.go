@@ -1,8 +1,10 @@
 package fastpath
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/mem"
 )
@@ -39,6 +41,7 @@ const (
 	resVersion      = 1 // Resource.version
 	resResource     = 2
 	resName         = 3
+	anyTypeURL      = 1 // google.protobuf.Any.type_url
 	anyValue        = 2 // google.protobuf.Any.value
 	nodeID          = 1 // config.core.v3.Node.id
 	statusCode      = 1 // google.rpc.Status.code
@@ -206,6 +209,12 @@ func (p *Peeker) readStatus(c *Cursor, msg string) (string, error) {
 
 // PeekRequest reads a DiscoveryRequest.
 func (p *Peeker) PeekRequest(data mem.BufferSlice, r *Request) error {
+	return p.PeekRequestNames(data, r, nil)
+}
+
+// PeekRequestNames reads a DiscoveryRequest like [Peeker.PeekRequest] and, when visit is not
+// nil, calls it with every resource name in order; the name is only valid during the call.
+func (p *Peeker) PeekRequestNames(data mem.BufferSlice, r *Request, visit func(name []byte)) error {
 	*r = Request{}
 	c := NewCursor(data)
 	for {
@@ -231,7 +240,17 @@ func (p *Peeker) PeekRequest(data mem.BufferSlice, r *Request) error {
 			r.Nonce, err = p.readString(&c, false)
 		case reqNames:
 			r.Names++
-			err = c.SkipValue(wt)
+			if visit == nil {
+				err = c.SkipValue(wt)
+				break
+			}
+			var n int
+			if n, err = c.Length(); err == nil {
+				var name []byte
+				if name, err = c.Bytes(n, &p.scratch); err == nil {
+					visit(name)
+				}
+			}
 		case reqNode:
 			r.NodeID, r.Node, err = p.readNode(&c, r.NodeID, r.Node)
 		case reqError:
@@ -428,3 +447,21 @@ func (p *Peeker) peekResource(c *Cursor, visit func(NameKind, []byte, []byte)) e
 	}
 	return nil
 }
+
+// CheckUTF8 reports the first string field read into r that is not valid UTF-8: proto.Unmarshal
+// refuses such a message. The proxy forwards requests without this check (Istiod decodes them);
+// a server of its own, such as SDS, applies it to answer as a generated server would.
+func (r *Request) CheckUTF8() error {
+	for _, f := range [...]struct {
+		name, v string
+	}{{"type_url", r.TypeURL}, {"version_info", r.Version}, {"response_nonce", r.Nonce},
+		{"node.id", r.NodeID}, {"error_detail.message", r.ErrorMsg}} {
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("DiscoveryRequest %s: %w", f.name, ErrInvalidUTF8)
+		}
+	}
+	return nil
+}
+
+// ErrInvalidUTF8 reports a string field that is not valid UTF-8.
+var ErrInvalidUTF8 = errors.New("string field is not valid UTF-8")

@@ -2,12 +2,12 @@ package mux
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/wingman-mesh/wingman/fastpath"
+	istiodc "github.com/wingman-mesh/wingman/internal/istiod" // mux tests declare an istiod stand-in
 	"github.com/wingman-mesh/wingman/internal/metric"
 )
 
@@ -52,27 +52,10 @@ type Config struct {
 	Registerer *metric.Registry // nil: counted, not exported
 }
 
-// UpstreamConfig describes how to reach Istiod.
-type UpstreamConfig struct {
-	// Address is host:port of the discovery server.
-	Address string
-	// Plaintext disables TLS (Istio: when the address ends in :15010).
-	Plaintext bool
-	// RootCAFile holds the PEM roots that verify Istiod; re-read when it changes. Empty means
-	// the system roots.
-	RootCAFile string
-	// ServerName is the name Istiod's certificate must carry (ISTIOD_SAN or the address's host).
-	ServerName string
-	// ClientCertificate, when set, supplies the workload certificate at each handshake.
-	ClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
-	// TokenFile is read on every RPC for the `authorization: Bearer` header; a missing file
-	// sends no header.
-	TokenFile string
-	// Metadata is sent on every stream (ClusterID, XDS_HEADER_*).
-	Metadata map[string]string
-	// KeepaliveTime and KeepaliveTimeout (defaults 30s and 10s, as Istio).
-	KeepaliveTime, KeepaliveTimeout time.Duration
-}
+// UpstreamConfig describes how to reach Istiod (address, plaintext rule, roots, server name,
+// client certificate, token, ClusterID and XDS_HEADER_* metadata, keepalive: defaults 30s and
+// 10s, as Istio).
+type UpstreamConfig = istiodc.Config
 
 // Backoff is a jittered exponential backoff.
 type Backoff struct {

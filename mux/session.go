@@ -384,32 +384,7 @@ func (s *session) withNode(p *fastpath.Peeker, f fastpath.Frame) (fastpath.Frame
 	if node == nil {
 		return f, nil
 	}
-	field := s.proto.nodeField()
-	has := false
-	c := fastpath.NewCursor(f.Data)
-	for {
-		n, wt, done, err := c.Next()
-		if err != nil || done {
-			break
-		}
-		if n == field {
-			has = true
-			break
-		}
-		if c.SkipValue(wt) != nil {
-			break
-		}
-	}
-	if has {
-		return f, nil
-	}
-	b := fastpath.AppendNode(nil, field, node)
-	b, err := p.AppendWithout(b, f.Data, func(int) bool { return false })
-	f.Free()
-	if err != nil {
-		return fastpath.Frame{}, err
-	}
-	return fastpath.FrameOf(b), nil
+	return p.WithNode(f, s.proto.nodeField(), node)
 }
 
 // upRecvLoop reads upstream responses: the agent's own types are consumed and ACKed, the rest

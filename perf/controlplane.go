@@ -12,6 +12,7 @@ import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/wingman-mesh/wingman/lab/controlplane"
@@ -20,8 +21,8 @@ import (
 
 // Type URLs the control plane serves.
 const (
-	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	ClusterType  = resourcev3.ClusterType
+	ListenerType = resourcev3.ListenerType
 	// IstiodName is the name in the control plane's serving certificate.
 	IstiodName = controlplane.ServerName
 	// Token is the bearer token the control plane and the CA require.

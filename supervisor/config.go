@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/wingman-mesh/wingman/internal/clock"
 )
 
 // Defaults applied by New to zero fields of Config. They are Istio's values unless noted.
@@ -76,7 +78,7 @@ type Config struct {
 	StatsTimeout          time.Duration // per stats request [2s]
 	MaxStatsErrors        int           // consecutive failures that end the drain [5]
 
-	Clock  Clock        // nil → the real clock
+	Clock  clock.Clock  // nil → the real clock
 	Logger *slog.Logger // nil → discard
 }
 
@@ -113,7 +115,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxStatsErrors = DefaultMaxStatsErrors
 	}
 	if c.Clock == nil {
-		c.Clock = realClock{}
+		c.Clock = clock.Real
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

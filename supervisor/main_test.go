@@ -11,12 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/wingman-mesh/wingman/internal/clock/clocktest"
 )
 
 // standinPath is the stand-in Envoy built by TestMain.
@@ -117,93 +118,4 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// fakeClock is a Clock whose timers fire only when the test advances it.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	timers  map[*fakeTimer]bool
-	changed chan struct{} // closed and replaced whenever the set of timers changes
-}
-
-type fakeTimer struct {
-	c    *fakeClock
-	when time.Time
-	ch   chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Unix(1e9, 0), timers: map[*fakeTimer]bool{}, changed: make(chan struct{})}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, when: c.now.Add(d), ch: make(chan time.Time, 1)}
-	if d <= 0 {
-		t.ch <- c.now
-		return t
-	}
-	c.timers[t] = true
-	c.notifyLocked()
-	return t
-}
-
-func (c *fakeClock) notifyLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	ok := t.c.timers[t]
-	delete(t.c.timers, t)
-	if ok {
-		t.c.notifyLocked()
-	}
-	return ok
-}
-
-// Advance moves time on by d and fires the timers that are due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for t := range c.timers {
-		if !t.when.After(c.now) {
-			t.ch <- c.now
-			delete(c.timers, t)
-		}
-	}
-	c.notifyLocked()
-}
-
-// waitTimers blocks until exactly n timers are pending.
-func (c *fakeClock) waitTimers(t *testing.T, n int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	for {
-		c.mu.Lock()
-		got, ch := len(c.timers), c.changed
-		c.mu.Unlock()
-		if got == n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			t.Fatalf("waiting for %d pending timers, have %d", n, got)
-		}
-	}
-}
-
-var _ Clock = (*fakeClock)(nil)
+func newFakeClock() *clocktest.Fake { return clocktest.NewFake(time.Unix(1e9, 0)) }

@@ -13,11 +13,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wingman-mesh/wingman/internal/clock/clocktest"
 )
 
 type harness struct {
 	ev    *events
-	clock *fakeClock
+	clock *clocktest.Fake
 	dir   string
 	cfg   Config
 }
@@ -158,7 +160,7 @@ func TestTerminationDrainDuration(t *testing.T) {
 	if ev := h.ev.wait(t, "drain"); ev != "drain POST graceful&inboundonly" {
 		t.Errorf("drain request = %q", ev)
 	}
-	h.clock.waitTimers(t, 1)
+	h.clock.WaitTimers(t, 1)
 	h.clock.Advance(4999 * time.Millisecond)
 	notDone(t, done)
 	h.clock.Advance(time.Millisecond)
@@ -175,7 +177,7 @@ func TestDrainWhenAdminDoesNotAnswer(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	_, done := h.start(t, ctx)
 	cancel()
-	h.clock.waitTimers(t, 1)
+	h.clock.WaitTimers(t, 1)
 	h.clock.Advance(DefaultTerminationDrain)
 	if err := waitDone(t, done); err != nil {
 		t.Fatalf("Run = %v", err)
@@ -201,7 +203,7 @@ func TestSecondSignalCutsDrainShort(t *testing.T) {
 	s, done := h.start(t, ctx)
 	cancel()
 	h.ev.wait(t, "drain")
-	h.clock.waitTimers(t, 1)
+	h.clock.WaitTimers(t, 1)
 	notDone(t, done)
 	s.Quit()
 	if err := waitDone(t, done); err != nil {
@@ -237,18 +239,18 @@ func TestExitOnZeroActiveConnections(t *testing.T) {
 	_, done := h.start(t, ctx)
 	cancel()
 	h.ev.wait(t, "drain")
-	h.clock.waitTimers(t, 2) // bound + minimum drain
+	h.clock.WaitTimers(t, 2) // bound + minimum drain
 	h.clock.Advance(DefaultMinDrain - time.Millisecond)
-	h.clock.waitTimers(t, 2)
+	h.clock.WaitTimers(t, 2)
 	h.ev.none(t, "stats")
 	h.clock.Advance(time.Millisecond) // minimum drain over: first poll one interval later
-	h.clock.waitTimers(t, 2)
+	h.clock.WaitTimers(t, 2)
 	h.ev.none(t, "stats")
 	h.clock.Advance(time.Second)
 	if ev := h.ev.wait(t, "stats"); ev != "stats usedonly&filter=downstream_cx_active$" {
 		t.Errorf("stats request = %q", ev)
 	}
-	h.clock.waitTimers(t, 2) // 2 connections: poll again
+	h.clock.WaitTimers(t, 2) // 2 connections: poll again
 	notDone(t, done)
 	h.setConns(t, 0)
 	h.clock.Advance(time.Second)
@@ -268,14 +270,14 @@ func TestExitOnZeroActiveConnectionsUpperBound(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	_, done := h.start(t, ctx)
 	cancel()
-	h.clock.waitTimers(t, 2)
+	h.clock.WaitTimers(t, 2)
 	h.clock.Advance(2 * time.Second)
 	for range 2 { // polls at 3 s and 4 s find 3 connections
-		h.clock.waitTimers(t, 2)
+		h.clock.WaitTimers(t, 2)
 		h.clock.Advance(time.Second)
 		h.ev.wait(t, "stats")
 	}
-	h.clock.waitTimers(t, 2)
+	h.clock.WaitTimers(t, 2)
 	notDone(t, done)
 	h.clock.Advance(time.Second) // 5 s: the bound wins over the poll due at the same time
 	if err := waitDone(t, done); err != nil {
@@ -294,10 +296,10 @@ func TestExitOnZeroActiveConnectionsStatsFailures(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			_, done := h.start(t, ctx)
 			cancel()
-			h.clock.waitTimers(t, 2)
+			h.clock.WaitTimers(t, 2)
 			h.clock.Advance(DefaultMinDrain)
 			for i := range tc.polls {
-				h.clock.waitTimers(t, 2)
+				h.clock.WaitTimers(t, 2)
 				notDone(t, done)
 				h.clock.Advance(time.Second)
 				h.ev.wait(t, "stats")

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/wingman-mesh/wingman/internal/clock"
 )
 
 // DefaultMetadataHost is the metadata server's address when GCE_METADATA_HOST is unset.
@@ -44,7 +46,7 @@ type Config struct {
 	Grace         time.Duration
 	Client        *http.Client
 	Log           *slog.Logger
-	Now           func() time.Time
+	Clock         clock.Clock // nil → the real clock
 }
 
 // Fetcher fetches the identity token and keeps the file fresh. Config is immutable after New;
@@ -79,8 +81,8 @@ func New(cfg Config) (*Fetcher, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
 	}
 	return &Fetcher{cfg: cfg}, nil
 }
@@ -142,7 +144,7 @@ func (f *Fetcher) Run(ctx context.Context) error {
 	backoff := time.Second
 	for {
 		wait := f.cfg.CheckInterval
-		if f.due(f.cfg.Now()) {
+		if f.due(f.cfg.Clock.Now()) {
 			if err := f.Fetch(ctx); err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -154,12 +156,12 @@ func (f *Fetcher) Run(ctx context.Context) error {
 				backoff = time.Second
 			}
 		}
-		t := time.NewTimer(wait)
+		t := f.cfg.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

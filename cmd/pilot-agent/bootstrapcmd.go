@@ -27,23 +27,23 @@ func runBootstrap(ctx context.Context, args, environ []string, sio stdio) int {
 		}
 		return usageError(sio, "pilot-agent bootstrap", err)
 	}
-	nodeType := "sidecar"
-	if fs.NArg() > 0 {
-		nodeType = fs.Arg(0)
-	}
-	if !contains(validNodeTypes, nodeType) {
-		return usageError(sio, "pilot-agent bootstrap", fmt.Errorf("invalid proxy Type: %s", nodeType))
+	nodeType, err := proxyNodeType(fs)
+	if err != nil {
+		return usageError(sio, "pilot-agent bootstrap", err)
 	}
 	env, err := options.Parse(environ)
 	if err != nil {
 		return usageError(sio, "pilot-agent bootstrap", err)
 	}
-	a := &agent{flags: pf, root: root, env: env, log: slog.New(slog.DiscardHandler)}
-	if a.settings, err = resolveProxyConfig(a); err != nil {
+	log := slog.New(slog.DiscardHandler)
+	pc, settings, err := resolveProxyConfig(pf.meshConfig, env, log)
+	if err != nil {
 		return usageError(sio, "pilot-agent bootstrap", err)
 	}
-	a.identity = node.Discover(ctx, node.Config{Type: nodeType, InstanceIP: env.InstanceIP, PodName: env.PodName,
-		PodNamespace: env.PodNamespace, Domain: pf.domain})
+	a := &agent{flags: pf, root: root, env: env, nodeType: nodeType, settings: settings, proxyConfig: pc,
+		fips: fipsPolicy(env.CompliancePolicy), log: log,
+		identity: node.Discover(ctx, node.Config{Type: nodeType, InstanceIP: env.InstanceIP, PodName: env.PodName,
+			PodNamespace: env.PodNamespace, Domain: pf.domain})}
 	data, err := renderBootstrap(a)
 	if err == nil && env.BootstrapOverride != "" {
 		var override []byte

@@ -67,19 +67,23 @@ Flags (unknown flags are accepted and ignored, as Istio's agent does):
 // validNodeTypes are Istio's application node types (pkg/model/proxy.go).
 var validNodeTypes = []string{"sidecar", "router", "waypoint", "ztunnel", "agentgateway"}
 
-// agent is what the proxy command resolved before starting anything. Immutable once built.
+// agent is what the proxy command resolved before building anything: the parsed flags and
+// environment, the effective ProxyConfig and every decision taken from them. Built once by
+// resolveAgent; immutable afterwards.
 type agent struct {
 	flags           *proxyFlags
 	root            *rootFlags
 	env             *options.Env
+	nodeType        string // sidecar, router, ...
 	settings        proxySettings
 	identity        node.Identity
 	platform        *platform.Detection
-	envoy           *supervisor.Supervisor // nil with DISABLE_ENVOY
 	bootstrapPath   string
 	proxyConfig     *meshv1alpha1.ProxyConfig // the effective ProxyConfig
 	serveOnlyFiles  bool                      // another SDS server owns the socket (SPIRE)
 	renderBootstrap bool                      // the bootstrap is rendered (not a customConfigFile)
+	fips            bool                      // COMPLIANCE_POLICY is a FIPS 140 policy
+	dnsOnPort53     bool                      // root and the DNS proxy takes :53 (Envoy then runs as the proxy user)
 	log             *slog.Logger
 	// shutdown begins a graceful shutdown, as SIGTERM does.
 	shutdown context.CancelFunc
@@ -92,6 +96,8 @@ func (a *agent) adminHost() string {
 	return "127.0.0.1"
 }
 
+// runProxy is `pilot-agent proxy`: parse the command line and environment, resolve the agent's
+// configuration once, build its parts, and run them until shutdown.
 func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 	fs, root, pf := proxyFlagSet()
 	if err := fs.Parse(args); err != nil {
@@ -101,13 +107,9 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 		}
 		return usageError(sio, "pilot-agent proxy", err)
 	}
-	nodeType := "sidecar"
-	if fs.NArg() > 0 {
-		nodeType = fs.Arg(0)
-	}
-	if !contains(validNodeTypes, nodeType) {
-		return usageError(sio, "pilot-agent proxy", fmt.Errorf("invalid proxy Type: %s (want one of %s)",
-			nodeType, strings.Join(validNodeTypes, ", ")))
+	nodeType, err := proxyNodeType(fs)
+	if err != nil {
+		return usageError(sio, "pilot-agent proxy", err)
 	}
 	env, err := options.Parse(environ)
 	if err != nil {
@@ -118,73 +120,139 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
 	defer closeLog()
-	if limit, err := applyMemoryLimit(env.MemLimitRatio, "/"); err != nil {
-		log.Warn("cannot read the cgroup memory limit; GOMEMLIMIT left unset", "err", err)
-	} else if limit > 0 {
-		log.Info("GOMEMLIMIT set from the cgroup memory limit", "bytes", limit, "ratio", env.MemLimitRatio)
-	}
+	setMemoryLimit(env.MemLimitRatio, log)
 
 	// Signals are caught before anything starts, so that an early SIGTERM is a clean stop.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-
-	if log.Enabled(parent, slog.LevelInfo) {
-		// One record (one write) rather than Istio's line per flag: this is on the start-up path.
-		var b strings.Builder
-		fs.VisitAll(func(f *pflag.Flag) { fmt.Fprintf(&b, " --%s=%q", f.Name, f.Value.String()) })
-		log.Info("FLAGS:"+b.String(), "version", buildVersion())
-	}
+	logFlags(parent, log, fs)
 
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	// Interface discovery (a few netlink round trips) overlaps the config resolution below.
+	a, err := resolveAgent(ctx, cancel, pf, root, env, nodeType, log)
+	if err != nil {
+		return usageError(sio, "pilot-agent proxy", err)
+	}
+	defer a.platform.Close()
+	p, err := buildParts(a, sio)
+	if err != nil {
+		return usageError(sio, "pilot-agent proxy", err)
+	}
+	defer p.wait()
+	return runParts(ctx, a, p, sigs, sio)
+}
+
+// proxyNodeType is the proxy command's optional argument, Istio's node type.
+func proxyNodeType(fs *pflag.FlagSet) (string, error) {
+	nodeType := "sidecar"
+	if fs.NArg() > 0 {
+		nodeType = fs.Arg(0)
+	}
+	if !contains(validNodeTypes, nodeType) {
+		return "", fmt.Errorf("invalid proxy Type: %s (want one of %s)", nodeType, strings.Join(validNodeTypes, ", "))
+	}
+	return nodeType, nil
+}
+
+// setMemoryLimit sets GOMEMLIMIT from the cgroup memory limit (see applyMemoryLimit).
+func setMemoryLimit(ratio float64, log *slog.Logger) {
+	if limit, err := applyMemoryLimit(ratio, "/"); err != nil {
+		log.Warn("cannot read the cgroup memory limit; GOMEMLIMIT left unset", "err", err)
+	} else if limit > 0 {
+		log.Info("GOMEMLIMIT set from the cgroup memory limit", "bytes", limit, "ratio", ratio)
+	}
+}
+
+// logFlags logs every flag in one record (one write) rather than Istio's line per flag: this is
+// on the start-up path.
+func logFlags(ctx context.Context, log *slog.Logger, fs *pflag.FlagSet) {
+	if !log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	var b strings.Builder
+	fs.VisitAll(func(f *pflag.Flag) { fmt.Fprintf(&b, " --%s=%q", f.Name, f.Value.String()) })
+	log.Info("FLAGS:"+b.String(), "version", buildVersion())
+}
+
+// resolveAgent settles everything the parts are built from: the effective ProxyConfig and
+// settings, the preflight checks, the node identity (discovered on a goroutine, overlapping the
+// rest), platform detection (started here, running in the background until a.platform.Close),
+// the SDS socket probe and the bootstrap path.
+func resolveAgent(ctx context.Context, shutdown context.CancelFunc, pf *proxyFlags, root *rootFlags,
+	env *options.Env, nodeType string, log *slog.Logger) (*agent, error) {
 	identity := make(chan node.Identity, 1)
 	var discovery sync.WaitGroup
-	defer func() { cancel(); discovery.Wait() }()
+	defer discovery.Wait()
 	discovery.Go(func() {
 		identity <- node.Discover(ctx, node.Config{
 			Type: nodeType, InstanceIP: env.InstanceIP, PodName: env.PodName, PodNamespace: env.PodNamespace,
 			Domain: pf.domain, ExcludeInterfaces: excludedInterfaces(log),
 		})
 	})
-	a := &agent{flags: pf, root: root, env: env, log: log, shutdown: cancel}
-	if a.settings, err = resolveProxyConfig(a); err != nil {
-		return usageError(sio, "pilot-agent proxy", err)
-	}
-	if a.settings.ServiceCluster == "" {
-		a.settings.ServiceCluster = pf.serviceCluster
-	}
-	applyConcurrency(&a.settings, pf.concurrency, env.CPULimit, log.Warn)
-	log.Info("effective proxy config", "settings", a.settings)
-	if err := preflight(a.settings, env); err != nil {
-		return usageError(sio, "pilot-agent proxy", err)
-	}
-
-	a.platform = platform.Start(ctx, platform.Config{CloudPlatform: env.CloudPlatform})
-	defer a.platform.Close()
-	a.identity = <-identity
-	log.Info("proxy role", "ips", a.identity.IPs, "type", nodeType, "id", a.identity.ID, "domain", a.identity.DNSDomain)
-
-	a.probeSDSSocket()
-	// Envoy's bootstrap is rendered on its own goroutine from here, overlapping the set-up of
-	// the other parts; Envoy's Start waits for it. It reads only what is settled by now.
-	var rendered func() ([]byte, error)
-	if !env.DisableEnvoy {
-		a.bootstrapPath, a.renderBootstrap = bootstrapPathFor(a)
-		if a.renderBootstrap {
-			rendered = prerender(a)
-			defer rendered() // the render goroutine is waited for on every path
+	pc, settings, err := resolveProxyConfig(pf.meshConfig, env, log)
+	if err == nil {
+		if settings.ServiceCluster == "" {
+			settings.ServiceCluster = pf.serviceCluster
 		}
+		applyConcurrency(&settings, pf.concurrency, env.CPULimit, log.Warn)
+		log.Info("effective proxy config", "settings", settings)
+		err = preflight(settings, env)
 	}
-	services, err := partServices(a)
 	if err != nil {
-		return usageError(sio, "pilot-agent proxy", err)
+		shutdown() // ends the discovery at once; nothing else has started
+		return nil, err
 	}
+
+	detection := platform.Start(ctx, platform.Config{CloudPlatform: env.CloudPlatform})
+	id := <-identity
+	log.Info("proxy role", "ips", id.IPs, "type", nodeType, "id", id.ID, "domain", id.DNSDomain)
+	serveOnlyFiles := probeSDSSocket(sdsSocketPath(env), log)
+	var bootstrapPath string
+	var render bool
 	if !env.DisableEnvoy {
-		if a.envoy, err = supervisor.New(a.supervisorConfig(nodeType, sio)); err != nil {
-			return usageError(sio, "pilot-agent proxy", err)
+		bootstrapPath, render = bootstrapPathFor(pc, settings.ConfigPath)
+	}
+	return &agent{flags: pf, root: root, env: env, nodeType: nodeType, settings: settings, identity: id,
+		platform: detection, bootstrapPath: bootstrapPath, proxyConfig: pc, serveOnlyFiles: serveOnlyFiles,
+		renderBootstrap: render, fips: fipsPolicy(env.CompliancePolicy),
+		dnsOnPort53: os.Getuid() == 0 && strings.HasSuffix(env.DNSProxyAddr, ":53"),
+		log:         log, shutdown: shutdown}, nil
+}
+
+// fipsPolicy reports whether COMPLIANCE_POLICY asks for FIPS 140 (Istio's fips-140-2 and
+// fips-140-3): the bootstrap then restricts TLS and Envoy gets GRPC_SSL_CIPHER_SUITES.
+func fipsPolicy(policy string) bool { return policy == "fips-140-2" || policy == "fips-140-3" }
+
+// parts are the agent's services, Envoy last, and Envoy's supervisor (nil without Envoy).
+type parts struct {
+	services []lifecycle.Service
+	envoy    *supervisor.Supervisor
+	// wait waits for the bootstrap render goroutine, if one was started; call it once done.
+	wait func()
+}
+
+// buildParts builds every part. Envoy's bootstrap is rendered on its own goroutine from here,
+// overlapping the set-up of the other parts; Envoy's Start waits for it.
+func buildParts(a *agent, sio stdio) (parts, error) {
+	p := parts{wait: func() {}}
+	var rendered func() ([]byte, error)
+	if a.renderBootstrap {
+		rendered = prerender(a)
+		p.wait = func() { _, _ = rendered() }
+	}
+	var err error
+	if !a.env.DisableEnvoy {
+		if p.envoy, err = supervisor.New(a.supervisorConfig(sio)); err != nil {
+			p.wait()
+			return parts{}, err
 		}
+	}
+	if p.services, err = partServices(a, p.envoy); err != nil {
+		p.wait()
+		return parts{}, err
+	}
+	if p.envoy != nil {
 		var start func(context.Context) error
 		if a.renderBootstrap {
 			start = func(context.Context) error {
@@ -195,11 +263,15 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 				return bootstrap.WriteFile(a.bootstrapPath, data, 0o644)
 			}
 		}
-		services = append(services, lifecycle.Service{Name: "envoy", Start: start, Run: a.envoy.Run})
+		p.services = append(p.services, lifecycle.Service{Name: "envoy", Start: start, Run: p.envoy.Run})
 	}
+	return p, nil
+}
 
-	// First SIGTERM/SIGINT: graceful shutdown. A second one cuts Envoy's drain short (Istio
-	// ignores it).
+// runParts runs the parts until shutdown and returns the process exit code: Envoy's when it
+// exited on its own. The first SIGTERM/SIGINT begins a graceful shutdown; a second one cuts
+// Envoy's drain short (Istio ignores it).
+func runParts(ctx context.Context, a *agent, p parts, sigs <-chan os.Signal, sio stdio) int {
 	var wg sync.WaitGroup
 	stopSignals := make(chan struct{})
 	wg.Go(func() {
@@ -209,34 +281,34 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 				return
 			case s := <-sigs:
 				if n == 0 {
-					log.Info("received signal, shutting down gracefully", "signal", s.String())
-					cancel()
-				} else if a.envoy != nil {
-					log.Info("received another signal, stopping envoy now", "signal", s.String())
-					a.envoy.Quit()
+					a.log.Info("received signal, shutting down gracefully", "signal", s.String())
+					a.shutdown()
+				} else if p.envoy != nil {
+					a.log.Info("received another signal, stopping envoy now", "signal", s.String())
+					p.envoy.Quit()
 				}
 			}
 		}
 	})
-	err = lifecycle.Run(ctx, log, services)
+	err := lifecycle.Run(ctx, a.log, p.services)
 	close(stopSignals)
 	wg.Wait()
 
 	var exit *supervisor.ExitError
 	switch {
 	case errors.As(err, &exit):
-		log.Info("agent exiting with envoy's exit code", "code", exit.Code)
+		a.log.Info("agent exiting with envoy's exit code", "code", exit.Code)
 		return exit.Code
 	case err != nil:
-		log.Error("agent failed", "error", err)
+		a.log.Error("agent failed", "error", err)
 		fmt.Fprintf(sio.err, "Error: %v\n", err)
 		return exitFailure
 	}
-	log.Info("agent has successfully terminated")
+	a.log.Info("agent has successfully terminated")
 	return 0
 }
 
-func (a *agent) supervisorConfig(nodeType string, sio stdio) supervisor.Config {
+func (a *agent) supervisorConfig(sio stdio) supervisor.Config {
 	env, s := a.env, a.settings
 	override := ""
 	if env.BootstrapOverride != "" {
@@ -248,7 +320,7 @@ func (a *agent) supervisorConfig(nodeType string, sio stdio) supervisor.Config {
 		}
 	}
 	envoyEnv := env.Environ
-	if env.CompliancePolicy == "fips-140-2" || env.CompliancePolicy == "fips-140-3" {
+	if a.fips {
 		envoyEnv = append(envoyEnv[:len(envoyEnv):len(envoyEnv)], "GRPC_SSL_CIPHER_SUITES="+
 			"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384")
 	}
@@ -274,13 +346,13 @@ func (a *agent) supervisorConfig(nodeType string, sio stdio) supervisor.Config {
 		ConfigYAML:                  override,
 		Concurrency:                 s.Concurrency,
 		Env:                         envoyEnv,
-		RunAsProxyUser:              os.Getuid() == 0 && strings.HasSuffix(env.DNSProxyAddr, ":53"),
+		RunAsProxyUser:              a.dnsOnPort53,
 		Stdout:                      file(sio.out),
 		Stderr:                      file(sio.err),
 		ReapOrphans:                 os.Getpid() == 1,
 		AdminHost:                   a.adminHost(),
 		AdminPort:                   s.ProxyAdminPort,
-		Sidecar:                     nodeType == "sidecar",
+		Sidecar:                     a.nodeType == "sidecar",
 		TerminationDrainDuration:    s.TerminationDrainDuration,
 		ExitOnZeroActiveConnections: env.ExitOnZeroActiveConnections,
 		MinDrainDuration:            env.MinimumDrainDuration,

@@ -15,6 +15,7 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -123,9 +124,9 @@ func cacheKey(partition, typeURL string) string { return partition + "|" + typeU
 // Clusters and Listeners, the message name for any other type.
 func ShortType(typeURL string) string {
 	switch typeURL {
-	case "type.googleapis.com/envoy.config.cluster.v3.Cluster":
+	case resourcev3.ClusterType:
 		return "cds"
-	case "type.googleapis.com/envoy.config.listener.v3.Listener":
+	case resourcev3.ListenerType:
 		return "lds"
 	}
 	return typeURL[strings.LastIndexByte(typeURL, '.')+1:]

@@ -11,10 +11,11 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 )
 
-const secretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+const secretType = resourcev3.SecretType
 
 // runSDS opens one SDS stream per secret, as Envoy does for each SdsSecretConfig, asking for
 // "default" and "ROOTCA", and ACKs every push until ctx is done.

@@ -13,6 +13,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3" // decodes LDS resources
 	_ "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"    // decodes RDS resources
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,8 +23,8 @@ import (
 )
 
 const (
-	clusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	listenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	clusterType  = resourcev3.ClusterType
+	listenerType = resourcev3.ListenerType
 	maxMsg       = 256 << 20
 )
 

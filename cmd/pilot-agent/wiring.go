@@ -1,15 +1,16 @@
 package main
 
-// The wiring: each part of the agent built from the one parsed environment and the effective
-// ProxyConfig, as lifecycle services in Istio's start order.
+// The wiring: each part of the agent built from the resolved agent (the one parsed environment,
+// the effective ProxyConfig and what was decided from them), as lifecycle services in Istio's
+// start order.
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
@@ -18,12 +19,15 @@ import (
 	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
 	"github.com/wingman-mesh/wingman/certs"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
+	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
 	"github.com/wingman-mesh/wingman/dns"
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/istiod"
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/mux"
 	"github.com/wingman-mesh/wingman/status"
 	"github.com/wingman-mesh/wingman/status/health"
+	"github.com/wingman-mesh/wingman/supervisor"
 )
 
 const (
@@ -36,15 +40,14 @@ const (
 var processStart = time.Now()
 
 // resolveProxyConfig layers the ProxyConfig as Istio does (defaults, mesh file, PROXY_CONFIG,
-// the proxy.istio.io/config annotation) and keeps it on the agent for the bootstrap.
-func resolveProxyConfig(a *agent) (proxySettings, error) {
-	pc, err := proxyconfig.Load(proxyconfig.Sources{MeshConfigFile: a.flags.meshConfig,
-		ProxyConfigEnv: a.env.ProxyConfig, AnnotationsFile: annotationsFile, Logger: a.log})
+// the proxy.istio.io/config annotation) and extracts the settings the wiring needs.
+func resolveProxyConfig(meshConfig string, env *options.Env, log *slog.Logger) (*meshv1alpha1.ProxyConfig, proxySettings, error) {
+	pc, err := proxyconfig.Load(proxyconfig.Sources{MeshConfigFile: meshConfig,
+		ProxyConfigEnv: env.ProxyConfig, AnnotationsFile: annotationsFile, Logger: log})
 	if err != nil {
-		return proxySettings{}, err
+		return nil, proxySettings{}, err
 	}
-	a.proxyConfig = pc
-	return settingsOf(pc), nil
+	return pc, settingsOf(pc), nil
 }
 
 // settingsOf extracts what the CLI wiring itself needs from the effective ProxyConfig.
@@ -71,8 +74,9 @@ func settingsOf(pc *meshv1alpha1.ProxyConfig) proxySettings {
 }
 
 // partServices builds the agent's parts in Istio's start order: DNS, certificates and SDS, the
-// xDS proxy, the gRPC bootstrap, the status server. Envoy is appended after them by runProxy.
-func partServices(a *agent) ([]lifecycle.Service, error) {
+// xDS proxy, the gRPC bootstrap, the status server (whose /drain and /quitquitquit reach envoy,
+// nil without Envoy). Envoy is appended after them by buildParts.
+func partServices(a *agent, envoy *supervisor.Supervisor) ([]lifecycle.Service, error) {
 	env, s := a.env, a.settings
 	reg, prefixed := status.NewAgentRegistry()
 	var services []lifecycle.Service
@@ -148,7 +152,7 @@ func partServices(a *agent) ([]lifecycle.Service, error) {
 			ProbeKeepAlive: env.EnableProbeKeepalive, PrometheusAnnotations: env.PrometheusAnnotations,
 			MetricsLocalhostOnly: env.MetricsLocalhostAccessOnly, Profiling: a.flags.profiling,
 			GRPCBootstrapPath: env.GRPCXDSBootstrap, CheckGRPCBootstrap: bootstrap.ProbeGRPCBootstrap,
-			Lifecycle: agentLifecycle{a}, Gatherer: reg, Registerer: prefixed, ProcessStart: processStart,
+			Lifecycle: agentLifecycle{envoy: envoy, shutdown: a.shutdown}, Gatherer: reg, Registerer: prefixed, ProcessStart: processStart,
 			Logger: a.log.With("part", "status"),
 		}
 		stCfg.ProbeTargetHost = status.ProbeTarget(env.InstanceIP, env.RewriteProbeLegacyLocalhost)
@@ -173,8 +177,8 @@ func partServices(a *agent) ([]lifecycle.Service, error) {
 }
 
 // sdsSocketPath is where Envoy's SDS is served.
-func (a *agent) sdsSocketPath() string {
-	socketFile := a.env.WorkloadIdentitySocketFile
+func sdsSocketPath(env *options.Env) string {
+	socketFile := env.WorkloadIdentitySocketFile
 	if socketFile == "" {
 		socketFile = "socket"
 	}
@@ -182,21 +186,20 @@ func (a *agent) sdsSocketPath() string {
 }
 
 // probeSDSSocket decides, as Istio does, whether another SDS server (SPIRE) already answers on
-// the SDS socket; then the agent serves only file certificates. Both the certificate parts and
-// the bootstrap (file-credential metadata) depend on it.
-func (a *agent) probeSDSSocket() {
-	path := a.sdsSocketPath()
+// the SDS socket at path; then the agent serves only file certificates. Both the certificate
+// parts and the bootstrap (file-credential metadata) depend on it.
+func probeSDSSocket(path string, log *slog.Logger) (serveOnlyFiles bool) {
 	serveOnlyFiles, err := certs.ProbeSDSSocket(path, time.Second)
 	if err != nil {
-		a.log.Warn("probing the SDS socket failed", "path", path, "error", err)
+		log.Warn("probing the SDS socket failed", "path", path, "error", err)
 	}
-	a.serveOnlyFiles = serveOnlyFiles
+	return serveOnlyFiles
 }
 
 // certParts builds the secret manager and, unless Envoy is disabled, the SDS server.
 func (a *agent) certParts(reg *metric.Registry) (*certs.Manager, *certs.Server, error) {
 	env, s := a.env, a.settings
-	sdsPath := a.sdsSocketPath()
+	sdsPath := sdsSocketPath(env)
 	serveOnlyFiles := a.serveOnlyFiles // decided by probeSDSSocket before anything started
 	caAddr := env.CAAddr
 	if caAddr == "" {
@@ -239,15 +242,13 @@ func (a *agent) certParts(reg *metric.Registry) (*certs.Manager, *certs.Server, 
 // xdsProxy builds the xDS proxy with its one upstream connection to Istiod.
 func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) (*mux.Proxy, error) {
 	env, s := a.env, a.settings
-	addr := s.DiscoveryAddress
 	up := mux.UpstreamConfig{
-		Address:   addr,
-		Plaintext: strings.HasSuffix(addr, ":15010") || s.ControlPlaneAuthPolicy == "NONE",
+		Address: s.DiscoveryAddress, Plaintext: s.ControlPlaneAuthPolicy == "NONE",
 		TokenFile: tokenPath, KeepaliveTime: env.GRPCKeepaliveInterval, KeepaliveTimeout: env.GRPCKeepaliveTimeout,
-		ServerName: certs.CAServerName(addr, env.IstiodSAN),
-		Metadata:   map[string]string{},
+		ServerName: istiod.ServerName(s.DiscoveryAddress, env.IstiodSAN),
+		ClusterID:  env.ClusterID, Metadata: env.XDSHeaders,
 	}
-	if !up.Plaintext {
+	if !up.IsPlaintext() {
 		root, err := xdsRootPath(env)
 		if err != nil {
 			return nil, err
@@ -256,12 +257,6 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) 
 		if m != nil && !env.FileMountedCerts {
 			up.ClientCertificate = m.GetClientCertificate
 		}
-	}
-	if env.ClusterID != "" {
-		up.Metadata["ClusterID"] = env.ClusterID
-	}
-	for k, v := range env.XDSHeaders {
-		up.Metadata[k] = v
 	}
 	agentTypes := map[string]mux.Handler{}
 	if d != nil {
@@ -300,7 +295,7 @@ func (a *agent) bootstrapConfig() bootstrap.Config {
 	c.Delta, c.DualStack, c.MetadataDiscovery = env.DeltaXDS, env.DualStack, env.PeerMetadataDiscovery
 	c.ExitOnZeroActiveConnections, c.EnvoySkipDeprecatedLogs = env.ExitOnZeroActiveConnections, env.EnvoySkipDeprecatedLogs
 	c.StatusPortProxyProtocol, c.LogAsJSON = env.StatusPortProxyProtocol, a.root.asJSON
-	c.FIPS = env.CompliancePolicy == "fips-140-2" || env.CompliancePolicy == "fips-140-3"
+	c.FIPS = a.fips
 	c.OutlierLogPath, c.IstioVersion = a.flags.outlierLogPath, buildVersion()
 	c.FileCredential = a.serveOnlyFiles
 	c.Logger = a.log.With("part", "bootstrap")
@@ -347,26 +342,29 @@ func renderBootstrap(a *agent) ([]byte, error) {
 
 // bootstrapPathFor is the file Envoy starts from: the ProxyConfig's customConfigFile, used as
 // is, or the rendered <configPath>/envoy-rev.json.
-func bootstrapPathFor(a *agent) (path string, render bool) {
-	if f := a.proxyConfig.GetCustomConfigFile(); f != "" {
+func bootstrapPathFor(pc *meshv1alpha1.ProxyConfig, configPath string) (path string, render bool) {
+	if f := pc.GetCustomConfigFile(); f != "" {
 		return f, false
 	}
-	return filepath.Join(a.settings.ConfigPath, bootstrapFileName), true
+	return filepath.Join(configPath, bootstrapFileName), true
 }
 
 // agentLifecycle is what the status server's /drain and /quitquitquit do.
-type agentLifecycle struct{ a *agent }
+type agentLifecycle struct {
+	envoy    *supervisor.Supervisor // nil without Envoy
+	shutdown context.CancelFunc
+}
 
 func (l agentLifecycle) Drain(ctx context.Context) error {
-	if l.a.envoy == nil {
+	if l.envoy == nil {
 		return nil
 	}
-	return l.a.envoy.Drain(ctx)
+	return l.envoy.Drain(ctx)
 }
 
 func (l agentLifecycle) Quit() {
-	if l.a.envoy != nil {
-		l.a.envoy.Quit()
+	if l.envoy != nil {
+		l.envoy.Quit()
 	}
-	l.a.shutdown()
+	l.shutdown()
 }
