@@ -235,7 +235,7 @@ func (st *state) listeners() []Listener {
 		promHost = st.localhost
 	}
 	var compressors []TypedExtension
-	if sc := st.pc.GetStatsCompression(); sc == nil || sc.GetValue() {
+	if st.statsCompressed() {
 		compressors = []TypedExtension{
 			compressor("envoy.filters.http.compressor.brotli", typeBrotli),
 			compressor("envoy.filters.http.compressor.gzip", typeGzip),
@@ -260,6 +260,12 @@ func (st *state) listeners() []Listener {
 		status.ListenerFilters = []TypedExtension{{Name: "envoy.filters.listener.proxy_protocol", TypedConfig: map[string]string{"@type": typeProxyProtocol}}}
 	}
 	return []Listener{prom, status}
+}
+
+// statsCompressed is ProxyConfig statsCompression, true unless set false.
+func (st *state) statsCompressed() bool {
+	sc := st.pc.GetStatsCompression()
+	return sc == nil || sc.GetValue()
 }
 
 func listenerName(host string, port uint32) string { return host + "_" + strconv.Itoa(int(port)) }

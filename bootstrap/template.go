@@ -6,17 +6,16 @@ import (
 	"fmt"
 	"os"
 	"strings"
-
-	"github.com/wingman-mesh/wingman/bootstrap/internal/tmpl"
+	"text/template"
 )
 
-// RenderTemplate renders a custom bootstrap template (ISTIO_BOOTSTRAP or proxyBootstrapTemplatePath)
-// as Go text/template does (internal/tmpl: text/template's syntax and semantics with
-// missingkey=zero, without the reflective method lookup that costs the binary ~2.5 MB; method
-// calls are protobuf getters and String) and the parameter names Istio gives templates (nodeID, cluster, region,
-// zone, sub_zone, meta_json_str, runtime_flags, config, localhost, wildcard, xds_type, zipkin, ...).
-// Functions: toJSON/toJson plus a small set of sprig's generic ones (default, quote, join, contains,
-// hasPrefix, hasSuffix, replace, lower, upper, trim, empty).
+// RenderTemplate renders a custom bootstrap template (ISTIO_BOOTSTRAP, --templateFile or
+// proxyBootstrapTemplatePath) as Istio's agent does: Go's text/template over a map of parameters
+// with Istio's names and value forms (nodeID, cluster, region, zone, sub_zone, meta_json_str,
+// runtime_flags, config, localhost, wildcard, xds_type, zipkin, ...; templateParams lists them),
+// and the functions in templateFuncs. A template that refers to a parameter Wingman does not
+// provide is refused before it runs, naming the parameter and its line (Istio would print
+// "<no value>" into the JSON and let Envoy fail on it).
 func RenderTemplate(cfg Config, templatePath string) ([]byte, error) {
 	text, err := os.ReadFile(templatePath)
 	if err != nil {
@@ -30,35 +29,23 @@ func RenderTemplate(cfg Config, templatePath string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := tmpl.Parse(templatePath, string(text), templateFuncs)
+	return executeTemplate(templatePath, string(text), params)
+}
+
+// executeTemplate parses text, checks its parameter references against params and runs it.
+func executeTemplate(name, text string, params map[string]any) ([]byte, error) {
+	t, err := template.New(name).Funcs(templateFuncs).Parse(text)
 	if err != nil {
-		return nil, fmt.Errorf("bootstrap template %s: %w", templatePath, err)
+		return nil, fmt.Errorf("bootstrap template %s: %w", name, err)
+	}
+	if err := checkParams(t, params); err != nil {
+		return nil, fmt.Errorf("bootstrap template %s: %w", name, err)
 	}
 	var out bytes.Buffer
 	if err := t.Execute(&out, params); err != nil {
-		return nil, fmt.Errorf("bootstrap template %s: %w", templatePath, err)
+		return nil, fmt.Errorf("bootstrap template %s: %w", name, err)
 	}
 	return out.Bytes(), nil
-}
-
-var templateFuncs = map[string]any{
-	"toJSON": toJSON, "toJson": toJSON,
-	"default": func(d, v any) any {
-		if v == nil || v == "" || v == false || v == 0 {
-			return d
-		}
-		return v
-	},
-	"quote":     func(s string) string { return fmt.Sprintf("%q", s) },
-	"join":      func(sep string, l []string) string { return strings.Join(l, sep) },
-	"contains":  func(sub, s string) bool { return strings.Contains(s, sub) },
-	"hasPrefix": func(p, s string) bool { return strings.HasPrefix(s, p) },
-	"hasSuffix": func(p, s string) bool { return strings.HasSuffix(s, p) },
-	"replace":   func(old, new, s string) string { return strings.ReplaceAll(s, old, new) },
-	"lower":     strings.ToLower,
-	"upper":     strings.ToUpper,
-	"trim":      strings.TrimSpace,
-	"empty":     func(v any) bool { return v == nil || v == "" || v == false || v == 0 },
 }
 
 func toJSON(v any) (string, error) {
@@ -73,6 +60,9 @@ func addressJSON(sa *SocketAddress) string {
 }
 
 // templateParams builds the map Istio's templates read, with Istio's names and value forms.
+// Every name Istio's agent can set is present (zero when Istio would leave it out), so a template
+// written against Istio's parameter set never reads a missing key. Names and forms were read from
+// Istio's pkg/bootstrap/option/instances.go and config.go; see PARITY.md.
 func (st *state) templateParams() (map[string]any, error) {
 	runtime, err := toJSON(st.runtimeFlags())
 	if err != nil {
@@ -83,43 +73,71 @@ func (st *state) templateParams() (map[string]any, error) {
 		return nil, err
 	}
 	p := map[string]any{
-		"nodeID":                        st.nodeID,
-		"nodeType":                      string(st.cfg.NodeType),
-		"cluster":                       st.cluster,
-		"meta_json_str":                 string(st.metaJSON),
-		"runtime_flags":                 runtime,
-		"config":                        st.pc,
-		"discovery_address":             st.pc.GetDiscoveryAddress(),
-		"localhost":                     st.localhost,
-		"wildcard":                      st.wildcard,
-		"dual_stack":                    st.additional != "",
-		"additional_wildcard":           st.additional,
-		"dns_lookup_family":             st.dnsFamily,
-		"xds_type":                      st.xdsType,
-		"envoy_status_port":             st.cfg.EnvoyStatusPort,
-		"envoy_prometheus_port":         st.cfg.EnvoyPrometheusPort,
-		"sts_port":                      st.cfg.STSPort,
-		"metadata_discovery":            st.discovery,
-		"log_json":                      st.cfg.LogAsJSON,
-		"workload_identity_socket_file": st.cfg.WorkloadIdentitySocketFile,
-		"metrics_localhost_access_only": st.pc.GetProxyMetadata()["METRICS_LOCALHOST_ACCESS_ONLY"] == "true",
-		"lightstepToken":                st.LightstepTokenPath(),
-		"metadata":                      st.meta,
+		"nodeID":                                st.nodeID,
+		"nodeType":                              string(st.cfg.NodeType),
+		"cluster":                               st.cluster,
+		"region":                                st.locality.Region,
+		"zone":                                  st.locality.Zone,
+		"sub_zone":                              st.locality.SubZone,
+		"meta_json_str":                         string(st.metaJSON),
+		"metadata":                              st.meta,
+		"runtime_flags":                         runtime,
+		"config":                                st.pc,
+		"discovery_address":                     st.pc.GetDiscoveryAddress(),
+		"discovery_host":                        discoveryHost(st.pc.GetDiscoveryAddress()),
+		"xds_root_cert":                         "",
+		"localhost":                             st.localhost,
+		"additional_localhost":                  "",
+		"wildcard":                              st.wildcard,
+		"additional_wildcard":                   st.additional,
+		"dual_stack":                            st.additional != "",
+		"dns_lookup_family":                     st.dnsFamily,
+		"xds_type":                              st.xdsType,
+		"envoy_status_port":                     st.cfg.EnvoyStatusPort,
+		"envoy_prometheus_port":                 st.cfg.EnvoyPrometheusPort,
+		"sts":                                   st.cfg.STSPort != 0,
+		"sts_port":                              st.cfg.STSPort,
+		"gcp_project_id":                        "",
+		"gcp_project_number":                    st.cfg.PlatformMetadata["gcp_project_number"],
+		"metadata_discovery":                    st.discovery,
+		"delimited_stats_tags_enabled":          true,
+		"deferred_cluster_creation":             true,
+		"deferred_stats_creation":               true,
+		"bypass_overload_manager":               true,
+		"log_json":                              st.cfg.LogAsJSON,
+		"workload_identity_socket_file":         st.cfg.WorkloadIdentitySocketFile,
+		"metrics_localhost_access_only":         st.pc.GetProxyMetadata()["METRICS_LOCALHOST_ACCESS_ONLY"] == "true",
+		"pilot_SAN":                             st.meta.PilotSubjectAltName,
+		"outlier_log_path":                      st.cfg.OutlierLogPath,
+		"load_stats_config_json_str":            "",
+		"lightstepToken":                        st.LightstepTokenPath(),
+		"lightstep":                             "",
+		"zipkin":                                "",
+		"datadog":                               "",
+		"tracing_tls":                           "",
+		"stackdriver":                           false,
+		"stackdriverProjectID":                  "",
+		"stackdriverDebug":                      false,
+		"stackdriverMaxAnnotations":             int64(0),
+		"stackdriverMaxAttributes":              int64(0),
+		"stackdriverMaxEvents":                  int64(0),
+		"pilot_grpc_address":                    "",
+		"statsd":                                "",
+		"envoy_metrics_service_address":         "",
+		"envoy_metrics_service_tls":             "",
+		"envoy_metrics_service_tcp_keepalive":   "",
+		"envoy_accesslog_service_address":       "",
+		"envoy_accesslog_service_tls":           "",
+		"envoy_accesslog_service_tcp_keepalive": "",
+		"extraStatTags":                         []string(nil),
+		"inclusionPrefix":                       []string(nil),
+		"inclusionSuffix":                       []string(nil),
+		"inclusionRegexps":                      []string(nil),
+		"histogram_buckets":                     stats.HistogramBucketSettings,
+		"stats_compression":                     "",
 	}
-	if st.locality.Region != "" {
-		p["region"] = st.locality.Region
-	}
-	if st.locality.Zone != "" {
-		p["zone"] = st.locality.Zone
-	}
-	if st.locality.SubZone != "" {
-		p["sub_zone"] = st.locality.SubZone
-	}
-	if len(st.meta.PilotSubjectAltName) > 0 {
-		p["pilot_SAN"] = st.meta.PilotSubjectAltName
-	}
-	if st.cfg.OutlierLogPath != "" {
-		p["outlier_log_path"] = st.cfg.OutlierLogPath
+	if id := st.cfg.PlatformMetadata["gcp_project"]; id != "" && st.cfg.STSPort != 0 {
+		p["gcp_project_id"] = id
 	}
 	if s, ok := st.meta.Raw["LOAD_STATS_CONFIG_JSON"].(string); ok {
 		p["load_stats_config_json_str"] = s
@@ -138,19 +156,8 @@ func (st *state) templateParams() (map[string]any, error) {
 	for _, t := range stats.StatsTags[len(fixedTags) : len(stats.StatsTags)-len(trailingTags)] {
 		tags = append(tags, t.TagName)
 	}
-	setList := func(k string, v []string) {
-		if len(v) > 0 {
-			p[k] = v
-		}
-	}
-	setList("inclusionPrefix", prefixes)
-	setList("inclusionSuffix", suffixes)
-	setList("inclusionRegexps", regexps)
-	setList("extraStatTags", tags)
-	if len(stats.HistogramBucketSettings) > 0 {
-		p["histogram_buckets"] = stats.HistogramBucketSettings
-	}
-	if sc := st.pc.GetStatsCompression(); sc == nil || sc.GetValue() {
+	p["inclusionPrefix"], p["inclusionSuffix"], p["inclusionRegexps"], p["extraStatTags"] = prefixes, suffixes, regexps, tags
+	if st.statsCompressed() {
 		p["stats_compression"] = "gzip"
 	}
 	if tr, cl, err := st.tracing(); err != nil {
@@ -189,6 +196,12 @@ func (st *state) templateParams() (map[string]any, error) {
 		}
 	}
 	return p, nil
+}
+
+// discoveryHost is the host part of discoveryAddress (Istio splits at the first ':').
+func discoveryHost(addr string) string {
+	host, _, _ := strings.Cut(addr, ":")
+	return host
 }
 
 // EffectiveTemplatePath is Istio's template precedence: ISTIO_BOOTSTRAP (passed in) >
