@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"text/template"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 )
 
 // RenderTemplate renders a custom bootstrap template (ISTIO_BOOTSTRAP, --templateFile or
@@ -153,7 +155,7 @@ func (st *state) templateParams() (map[string]any, error) {
 			prefixes = append(prefixes, m.Prefix)
 		}
 	}
-	for _, t := range stats.StatsTags[len(fixedTags) : len(stats.StatsTags)-len(trailingTags)] {
+	for _, t := range stats.StatsTags[len(st.leadingTags()) : len(stats.StatsTags)-len(trailingTags)] {
 		tags = append(tags, t.TagName)
 	}
 	p["inclusionPrefix"], p["inclusionSuffix"], p["inclusionRegexps"], p["extraStatTags"] = prefixes, suffixes, regexps, tags
@@ -180,20 +182,52 @@ func (st *state) templateParams() (map[string]any, error) {
 			p["tracing_tls"] = ts
 		}
 	}
-	if a := st.pc.GetStatsdUdpAddress(); a != "" {
-		if sa, err := st.hostPort("statsdUdpAddress", a); err == nil {
-			p["statsd"] = addressJSON(sa)
+	if st.pc.GetStatsdUdpAddress() != "" {
+		sa, err := st.statsdAddress()
+		if err != nil {
+			return nil, err
+		}
+		p["statsd"] = addressJSON(sa)
+	}
+	for _, svc := range []struct {
+		key, name, field string
+		rs               *meshv1alpha1.RemoteService
+	}{
+		{"envoy_metrics_service", "envoy_metrics_service", "envoyMetricsService", st.pc.GetEnvoyMetricsService()},
+		{"envoy_accesslog_service", "envoy_accesslog_service", "envoyAccessLogService", st.pc.GetEnvoyAccessLogService()},
+	} {
+		if svc.rs.GetAddress() == "" {
+			continue
+		}
+		c, err := st.remoteServiceCluster(svc.name, svc.field, svc.rs)
+		if err != nil {
+			return nil, err
+		}
+		p[svc.key+"_address"] = addressJSON(c.LoadAssignment.Endpoints[0].LbEndpoints[0].Endpoint.Address.SocketAddress)
+		if c.TransportSocket != nil {
+			if p[svc.key+"_tls"], err = toJSON(c.TransportSocket); err != nil {
+				return nil, err
+			}
+		}
+		if c.UpstreamConnectionOptions != nil {
+			if p[svc.key+"_tcp_keepalive"], err = toJSON(c.UpstreamConnectionOptions); err != nil {
+				return nil, err
+			}
 		}
 	}
-	if a := st.pc.GetEnvoyMetricsService().GetAddress(); a != "" {
-		if sa, err := st.hostPort("envoyMetricsService.address", a); err == nil {
-			p["envoy_metrics_service_address"] = addressJSON(sa)
+	if sd, ok := st.pc.GetTracing().GetTracer().(*meshv1alpha1.Tracing_Stackdriver_); ok {
+		p["stackdriver"] = true
+		p["stackdriverProjectID"] = st.cfg.PlatformMetadata["gcp_project"]
+		p["stackdriverDebug"] = sd.Stackdriver.GetDebug()
+		orDefault := func(v interface{ GetValue() int64 }, isNil bool) int64 {
+			if isNil {
+				return 200 // Istio's default for each limit
+			}
+			return v.GetValue()
 		}
-	}
-	if a := st.pc.GetEnvoyAccessLogService().GetAddress(); a != "" {
-		if sa, err := st.hostPort("envoyAccessLogService.address", a); err == nil {
-			p["envoy_accesslog_service_address"] = addressJSON(sa)
-		}
+		p["stackdriverMaxAnnotations"] = orDefault(sd.Stackdriver.GetMaxNumberOfAnnotations(), sd.Stackdriver.GetMaxNumberOfAnnotations() == nil)
+		p["stackdriverMaxAttributes"] = orDefault(sd.Stackdriver.GetMaxNumberOfAttributes(), sd.Stackdriver.GetMaxNumberOfAttributes() == nil)
+		p["stackdriverMaxEvents"] = orDefault(sd.Stackdriver.GetMaxNumberOfMessageEvents(), sd.Stackdriver.GetMaxNumberOfMessageEvents() == nil)
 	}
 	return p, nil
 }
