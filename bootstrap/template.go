@@ -102,7 +102,7 @@ func (st *state) templateParams() (map[string]any, error) {
 		"gcp_project_id":                        "",
 		"gcp_project_number":                    st.cfg.PlatformMetadata["gcp_project_number"],
 		"metadata_discovery":                    st.discovery,
-		"delimited_stats_tags_enabled":          true,
+		"delimited_stats_tags_enabled":          !st.cfg.LegacyStatsTags,
 		"deferred_cluster_creation":             true,
 		"deferred_stats_creation":               true,
 		"bypass_overload_manager":               true,
@@ -137,6 +137,26 @@ func (st *state) templateParams() (map[string]any, error) {
 		"inclusionRegexps":                      []string(nil),
 		"histogram_buckets":                     stats.HistogramBucketSettings,
 		"stats_compression":                     "",
+
+		// Parameters of Istio releases after the stored option/instances.go (names as the
+		// issue and Istio's release notes give them; see PARITY.md).
+		"global_downstream_max_connections":       st.globalDownstreamMaxConnections(),
+		"envoy_secure_metrics_port":               st.cfg.EnvoySecureMetricsPort,
+		"envoy_secure_merged_metrics_port":        st.cfg.EnvoySecureMergedMetricsPort,
+		"secure_metrics_port":                     st.cfg.EnvoySecureMetricsPort,
+		"secure_merged_metrics_port":              st.cfg.EnvoySecureMergedMetricsPort,
+		"stats_flush_interval":                    "",
+		"stats_eviction_interval":                 "",
+		"enable_self_discovery":                   st.selfDiscovery(),
+		"envoy_status_port_enable_proxy_protocol": st.cfg.StatusPortProxyProtocol,
+		"custom_file_sds_path":                    "",
+	}
+	if st.cfg.FileCredential {
+		p["custom_file_sds_path"] = DefaultCredentialFilesSocket
+	}
+	p["stats_flush_interval"], p["stats_eviction_interval"] = st.statsIntervalValues()
+	if sa, err := st.hostPort("discoveryAddress", st.pc.GetDiscoveryAddress()); err == nil {
+		p["pilot_grpc_address"] = addressJSON(sa)
 	}
 	if id := st.cfg.PlatformMetadata["gcp_project"]; id != "" && st.cfg.STSPort != 0 {
 		p["gcp_project_id"] = id
