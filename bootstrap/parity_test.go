@@ -211,3 +211,24 @@ func BenchmarkRenderTemplate(b *testing.B) {
 		}
 	}
 }
+
+// TestTemplateOutputSyntax: a template whose output is not JSON (Istio's <no value>, a trailing
+// comma) is refused naming the line; YAML templates are checked as YAML.
+func TestTemplateOutputSyntax(t *testing.T) {
+	cfg := baseConfig(t)
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	must(t, os.WriteFile(bad, []byte("{\n\"a\": 1,\n\"b\": {{ .zipkin }}\n}"), 0o600))
+	if _, err := RenderTemplate(cfg, bad); err == nil || !strings.Contains(err.Error(), "not JSON") || !strings.Contains(err.Error(), "line 4") {
+		t.Errorf("invalid JSON output: %v", err)
+	}
+	y := filepath.Join(dir, "ok.yaml")
+	must(t, os.WriteFile(y, []byte("node:\n  id: {{ .nodeID }}\n"), 0o600))
+	if _, err := RenderTemplate(cfg, y); err != nil {
+		t.Errorf("YAML template: %v", err)
+	}
+	must(t, os.WriteFile(y, []byte("node: [\n"), 0o600))
+	if _, err := RenderTemplate(cfg, y); err == nil || !strings.Contains(err.Error(), "not YAML") {
+		t.Errorf("invalid YAML output: %v", err)
+	}
+}

@@ -3,12 +3,14 @@ package bootstrap
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"text/template"
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"sigs.k8s.io/yaml"
 )
 
 // RenderTemplate renders a custom bootstrap template (ISTIO_BOOTSTRAP, --templateFile or
@@ -31,7 +33,36 @@ func RenderTemplate(cfg Config, templatePath string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return executeTemplate(templatePath, string(text), params)
+	out, err := executeTemplate(templatePath, string(text), params)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSyntax(templatePath, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkSyntax refuses a rendered template that is not JSON (or YAML, for templates named
+// *.yaml or *.yaml.tmpl, which Istio hands to Envoy as YAML), naming the line.
+func checkSyntax(templatePath string, out []byte) error {
+	if strings.HasSuffix(templatePath, ".yaml") || strings.HasSuffix(templatePath, ".yaml.tmpl") {
+		var v any
+		if err := yaml.Unmarshal(out, &v); err != nil {
+			return fmt.Errorf("bootstrap template %s: output is not YAML: %w", templatePath, err)
+		}
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(out, &v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line := 1 + bytes.Count(out[:min(int(se.Offset), len(out))], []byte("\n"))
+			return fmt.Errorf("bootstrap template %s: output is not JSON: line %d of the output: %w", templatePath, line, err)
+		}
+		return fmt.Errorf("bootstrap template %s: output is not JSON: %w", templatePath, err)
+	}
+	return nil
 }
 
 // executeTemplate parses text, checks its parameter references against params and runs it.

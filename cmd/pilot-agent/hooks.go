@@ -259,9 +259,6 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) 
 func (a *agent) bootstrapConfig() bootstrap.Config {
 	env := a.env
 	c := bootstrap.NewConfig()
-	if a.identity.Type == "router" {
-		c.NodeType = bootstrap.Router
-	}
 	c.IPs, c.PodName, c.PodNamespace = a.identity.IPs, env.PodName, env.PodNamespace
 	c.Domain, c.ServiceAccount, c.ProxyConfig = a.identity.DNSDomain, env.ServiceAccount, a.proxyConfig
 	c.Env = env.Environ
@@ -276,9 +273,10 @@ func (a *agent) bootstrapConfig() bootstrap.Config {
 	c.ExitOnZeroActiveConnections, c.EnvoySkipDeprecatedLogs = env.ExitOnZeroActiveConnections, env.EnvoySkipDeprecatedLogs
 	c.StatusPortProxyProtocol, c.LogAsJSON = env.StatusPortProxyProtocol, a.root.asJSON
 	c.FIPS = env.CompliancePolicy == "fips-140-2" || env.CompliancePolicy == "fips-140-3"
-	c.OutlierLogPath, c.IstioVersion = a.flags.outlierLogPath, buildVersion()
+	c.OutlierLogPath = a.flags.outlierLogPath
 	c.FileCredential = a.serveOnlyFiles
 	c.Logger = a.log.With("part", "bootstrap")
+	bootstrapFacts(a, &c)
 	return c
 }
 
