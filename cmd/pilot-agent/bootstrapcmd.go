@@ -10,6 +10,7 @@ import (
 	"github.com/wingman-mesh/wingman/bootstrap/envoyproto"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/node"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
+	"github.com/wingman-mesh/wingman/cmd/pilot-agent/platform"
 )
 
 // runBootstrap is `pilot-agent bootstrap [node type] [--validate] [proxy flags]`: it prints
@@ -43,6 +44,8 @@ func runBootstrap(ctx context.Context, args, environ []string, sio stdio) int {
 	if a.settings, err = resolveProxyConfig(a); err != nil {
 		return usageError(sio, "pilot-agent bootstrap", err)
 	}
+	a.platform = platform.Start(ctx, platformConfig(env))
+	defer a.platform.Close()
 	a.identity = node.Discover(ctx, node.Config{Type: nodeType, InstanceIP: env.InstanceIP, PodName: env.PodName,
 		PodNamespace: env.PodNamespace, Domain: pf.domain})
 	data, err := renderBootstrap(a)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -76,5 +78,45 @@ func TestBootstrapTemplateErrors(t *testing.T) {
 	p.env = append(p.env[:len(p.env)-1], "ISTIO_META_ENABLE_SELF_DISCOVERY=true")
 	if code, _, stderr := p.run(t, "bootstrap", "--validate"); code != 0 {
 		t.Errorf("self discovery: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestBootstrapPlatformMetadata: on GCP (CLOUD_PLATFORM=gcp, the metadata server a local stand-in
+// at GCE_METADATA_HOST), the bootstrap carries PLATFORM_METADATA and the platform's locality.
+func TestBootstrapPlatformMetadata(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Metadata-Flavor") != "Google" {
+			http.Error(w, "no flavor", http.StatusForbidden)
+			return
+		}
+		switch r.URL.Path {
+		case "/computeMetadata/v1/project/project-id":
+			w.Write([]byte("proj-1"))
+		case "/computeMetadata/v1/instance/zone":
+			w.Write([]byte("projects/1/zones/europe-west4-b"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	p := newPod(t, "", "CLOUD_PLATFORM=gcp", "GCE_METADATA_HOST="+strings.TrimPrefix(srv.URL, "http://"))
+	code, out, stderr := p.run(t, "bootstrap")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var b struct {
+		Node struct {
+			Locality map[string]string `json:"locality"`
+			Metadata struct {
+				Platform map[string]string `json:"PLATFORM_METADATA"`
+			} `json:"metadata"`
+		} `json:"node"`
+	}
+	if err := json.Unmarshal([]byte(out), &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Node.Metadata.Platform["gcp_project"] != "proj-1" || b.Node.Metadata.Platform["gcp_location"] != "europe-west4-b" ||
+		b.Node.Locality["region"] != "europe-west4" || b.Node.Locality["zone"] != "europe-west4-b" {
+		t.Errorf("node %+v", b.Node)
 	}
 }

@@ -1,12 +1,49 @@
 package main
 
-import "github.com/wingman-mesh/wingman/bootstrap"
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/wingman-mesh/wingman/bootstrap"
+	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
+	"github.com/wingman-mesh/wingman/cmd/pilot-agent/platform"
+)
+
+// platformWait bounds how long a render waits for the platform's metadata beyond what the
+// detection and metadata timeouts already bound; detection starts with the agent, so by the time
+// the bootstrap renders it has normally finished.
+const platformWait = 2 * time.Second
 
 // bootstrapFacts sets the parts of bootstrap.Config that come from the node identity, the
-// environment and the build: the node type (every type Istio knows), the Istio version reported
-// in the node metadata, and the runtime flag HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED.
+// environment, the platform and the build: the node type (every type Istio knows), the Istio
+// version reported in the node metadata, HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED, and
+// PLATFORM_METADATA with the platform's locality.
 func bootstrapFacts(a *agent, c *bootstrap.Config) {
 	c.NodeType = bootstrap.NodeType(a.identity.Type)
 	c.IstioVersion = compatIstioVersion()
 	c.KeepFragmentInPath = !a.env.HTTPStripFragmentFromPath
+	if a.platform != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), platformWait)
+		f := a.platform.Facts(ctx)
+		cancel()
+		c.PlatformMetadata, c.PlatformLocality = f.Metadata, f.Locality
+	}
+}
+
+// platformConfig is platform detection's view of the environment: CLOUD_PLATFORM, GCP_METADATA,
+// and the metadata servers' addresses under the names the clouds' own SDKs read
+// (GCE_METADATA_HOST, AWS_EC2_METADATA_SERVICE_ENDPOINT).
+func platformConfig(env *options.Env) platform.Config {
+	cfg := platform.Config{CloudPlatform: env.CloudPlatform, GCPMetadata: env.GCPMetadata}
+	for _, kv := range env.Environ {
+		name, val, _ := strings.Cut(kv, "=")
+		switch name {
+		case "GCE_METADATA_HOST":
+			cfg.GCEMetadataHost = val
+		case "AWS_EC2_METADATA_SERVICE_ENDPOINT":
+			cfg.AWSMetadataURL = val
+		}
+	}
+	return cfg
 }

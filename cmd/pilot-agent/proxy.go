@@ -161,7 +161,7 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
 
-	a.platform = platform.Start(ctx, platform.Config{CloudPlatform: env.CloudPlatform})
+	a.platform = platform.Start(ctx, platformConfig(env))
 	defer a.platform.Close()
 	a.identity = <-identity
 	log.Info("proxy role", "ips", a.identity.IPs, "type", nodeType, "id", a.identity.ID, "domain", a.identity.DNSDomain)
