@@ -232,3 +232,27 @@ func TestTemplateOutputSyntax(t *testing.T) {
 		t.Errorf("invalid YAML output: %v", err)
 	}
 }
+
+// TestWriteLightstepToken: the token lands where the rendered bootstrap points Envoy.
+func TestWriteLightstepToken(t *testing.T) {
+	cfg := goldenCases(t)["tracing_lightstep"]
+	cfg.ProxyConfig.ConfigPath = t.TempDir()
+	must(t, WriteLightstepToken(cfg.ProxyConfig))
+	out, err := Render(cfg)
+	must(t, err)
+	var b struct {
+		Tracing struct {
+			HTTP struct {
+				TypedConfig struct {
+					File string `json:"access_token_file"`
+				} `json:"typed_config"`
+			} `json:"http"`
+		} `json:"tracing"`
+	}
+	must(t, json.Unmarshal(out, &b))
+	tok, err := os.ReadFile(b.Tracing.HTTP.TypedConfig.File)
+	if err != nil || string(tok) != "tok" {
+		t.Errorf("token file %s: %q %v", b.Tracing.HTTP.TypedConfig.File, tok, err)
+	}
+	must(t, WriteLightstepToken(baseConfig(t).ProxyConfig)) // no Lightstep: nothing to do
+}

@@ -240,3 +240,18 @@ func (st *state) statsdAddress() (*SocketAddress, error) {
 	}
 	return &SocketAddress{Address: ips[0].Unmap().String(), PortValue: sa.PortValue}, nil
 }
+
+// WriteLightstepToken writes the Lightstep access token where the rendered bootstrap tells Envoy
+// to read it (<configPath>/lightstep_access_token.txt), as Istio's agent does before rendering;
+// it does nothing unless the tracer is Lightstep.
+func WriteLightstepToken(pc *meshv1alpha1.ProxyConfig) error {
+	ls, ok := pc.GetTracing().GetTracer().(*meshv1alpha1.Tracing_Lightstep_)
+	if !ok {
+		return nil
+	}
+	path := pc.GetConfigPath() + "/lightstep_access_token.txt"
+	if err := WriteFile(path, []byte(ls.Lightstep.GetAccessToken()), 0o600); err != nil { //nolint:staticcheck // Lightstep is deprecated in Istio's API, still honoured
+		return fmt.Errorf("bootstrap: writing the Lightstep access token: %w", err)
+	}
+	return nil
+}

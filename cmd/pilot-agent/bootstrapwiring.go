@@ -18,8 +18,12 @@ const platformWait = 2 * time.Second
 // bootstrapFacts sets the parts of bootstrap.Config that come from the node identity, the
 // environment, the platform and the build: the node type (every type Istio knows), the Istio
 // version reported in the node metadata, HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED, and
-// PLATFORM_METADATA with the platform's locality.
+// PLATFORM_METADATA with the platform's locality. It also writes the Lightstep access token the
+// bootstrap points Envoy at, as Istio's agent does while rendering.
 func bootstrapFacts(a *agent, c *bootstrap.Config) {
+	if err := bootstrap.WriteLightstepToken(a.proxyConfig); err != nil {
+		a.log.Error("Envoy will not find the Lightstep token", "err", err)
+	}
 	c.NodeType = bootstrap.NodeType(a.identity.Type)
 	c.IstioVersion = compatIstioVersion()
 	c.KeepFragmentInPath = !a.env.HTTPStripFragmentFromPath
