@@ -256,3 +256,25 @@ func TestWriteLightstepToken(t *testing.T) {
 	}
 	must(t, WriteLightstepToken(baseConfig(t).ProxyConfig)) // no Lightstep: nothing to do
 }
+
+// TestEffectiveTemplatePath: Istio's precedence, and Istio's own template path means the typed
+// render (which produces Istio's default bootstrap).
+func TestEffectiveTemplatePath(t *testing.T) {
+	pc := &meshv1alpha1.ProxyConfig{ProxyBootstrapTemplatePath: "/etc/pc.tmpl"}
+	for _, c := range []struct {
+		env, flag string
+		pc        *meshv1alpha1.ProxyConfig
+		want      string
+	}{
+		{"/env.tmpl", "/flag.tmpl", pc, "/env.tmpl"},
+		{"", "/flag.tmpl", pc, "/flag.tmpl"},
+		{"", "", pc, "/etc/pc.tmpl"},
+		{"", "", &meshv1alpha1.ProxyConfig{}, ""},
+		{"", "", &meshv1alpha1.ProxyConfig{ProxyBootstrapTemplatePath: DefaultTemplatePath}, ""},
+		{"", "/var/lib/istio/envoy/envoy_bootstrap_tmpl.json", nil, ""},
+	} {
+		if got := EffectiveTemplatePath(c.env, c.flag, c.pc); got != c.want {
+			t.Errorf("%+v: got %q want %q", c, got, c.want)
+		}
+	}
+}

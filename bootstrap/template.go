@@ -289,16 +289,24 @@ func discoveryHost(addr string) string {
 	return host
 }
 
-// EffectiveTemplatePath is Istio's template precedence: ISTIO_BOOTSTRAP (passed in) >
-// customConfigFile > proxyBootstrapTemplatePath > "" (the built-in typed render). When
-// customConfigFile is set Istio hands that file to Envoy as-is; cmd should do the same.
-func EffectiveTemplatePath(istioBootstrapEnv string, cfg Config) string {
-	switch {
-	case istioBootstrapEnv != "":
-		return istioBootstrapEnv
-	case cfg.ProxyConfig.GetCustomConfigFile() != "":
-		return cfg.ProxyConfig.GetCustomConfigFile()
-	default:
-		return cfg.ProxyConfig.GetProxyBootstrapTemplatePath()
+// DefaultTemplatePath is where Istio's proxyv2 image keeps its own bootstrap template; naming it
+// means Istio's default bootstrap, which the typed render produces.
+const DefaultTemplatePath = "./var/lib/istio/envoy/envoy_bootstrap_tmpl.json"
+
+// EffectiveTemplatePath is the custom template to render, "" for the typed render, with Istio's
+// precedence: ISTIO_BOOTSTRAP > --templateFile (Istio copies the flag into
+// proxyBootstrapTemplatePath) > ProxyConfig proxyBootstrapTemplatePath. A customConfigFile is not a
+// template: Istio hands it to Envoy as is, and so does cmd.
+func EffectiveTemplatePath(istioBootstrapEnv, templateFileFlag string, pc *meshv1alpha1.ProxyConfig) string {
+	p := istioBootstrapEnv
+	if p == "" {
+		p = templateFileFlag
 	}
+	if p == "" {
+		p = pc.GetProxyBootstrapTemplatePath()
+	}
+	if p == DefaultTemplatePath || p == strings.TrimPrefix(DefaultTemplatePath, ".") {
+		return ""
+	}
+	return p
 }

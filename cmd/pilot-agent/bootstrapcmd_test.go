@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -118,5 +119,21 @@ func TestBootstrapPlatformMetadata(t *testing.T) {
 	if b.Node.Metadata.Platform["gcp_project"] != "proj-1" || b.Node.Metadata.Platform["gcp_location"] != "europe-west4-b" ||
 		b.Node.Locality["region"] != "europe-west4" || b.Node.Locality["zone"] != "europe-west4-b" {
 		t.Errorf("node %+v", b.Node)
+	}
+}
+
+// TestBootstrapProxyConfigTemplate: ProxyConfig proxyBootstrapTemplatePath is rendered.
+func TestBootstrapProxyConfigTemplate(t *testing.T) {
+	dir := t.TempDir()
+	tmpl := filepath.Join(dir, "pc.tmpl.json")
+	if err := os.WriteFile(tmpl, []byte(`{"node": {"id": "{{ .nodeID }}", "cluster": "from-proxyconfig-template"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pc := fmt.Sprintf(`{"binaryPath": %q, "proxyAdminPort": %d, "statusPort": %d, "discoveryAddress": "127.0.0.1:1", "proxyBootstrapTemplatePath": %q}`,
+		standinBin, freePort(t), freePort(t), tmpl)
+	p := newPod(t, pc)
+	code, out, stderr := p.run(t, "bootstrap")
+	if code != 0 || !strings.Contains(out, "from-proxyconfig-template") {
+		t.Errorf("exit %d, stderr %q, out %.200s", code, stderr, out)
 	}
 }

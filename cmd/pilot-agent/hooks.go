@@ -296,15 +296,12 @@ func prerender(a *agent) func() ([]byte, error) {
 	}
 }
 
-// renderBootstrap renders Envoy's bootstrap: typed rendering by default, Istio's custom template
-// when ISTIO_BOOTSTRAP or --templateFile names one. (A customConfigFile is handed to Envoy as is:
+// renderBootstrap renders Envoy's bootstrap: typed rendering by default, a custom template when
+// ISTIO_BOOTSTRAP, --templateFile or proxyBootstrapTemplatePath names one. (A customConfigFile is handed to Envoy as is:
 // see bootstrapPathFor.)
 func renderBootstrap(a *agent) ([]byte, error) {
 	cfg := a.bootstrapConfig()
-	tmpl := a.env.BootstrapTemplate
-	if tmpl == "" {
-		tmpl = a.flags.templateFile
-	}
+	tmpl := bootstrap.EffectiveTemplatePath(a.env.BootstrapTemplate, a.flags.templateFile, a.proxyConfig)
 	var data []byte
 	var err error
 	if tmpl != "" {
