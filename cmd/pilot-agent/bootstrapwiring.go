@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/wingman-mesh/wingman/bootstrap"
@@ -27,6 +26,7 @@ func bootstrapFacts(a *agent, c *bootstrap.Config) {
 	c.NodeType = bootstrap.NodeType(a.identity.Type)
 	c.IstioVersion = compatIstioVersion()
 	c.KeepFragmentInPath = !a.env.HTTPStripFragmentFromPath
+	c.LegacyStatsTags = !a.env.DelimitedStatsTags
 	if a.platform != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), platformWait)
 		f := a.platform.Facts(ctx)
@@ -39,15 +39,6 @@ func bootstrapFacts(a *agent, c *bootstrap.Config) {
 // and the metadata servers' addresses under the names the clouds' own SDKs read
 // (GCE_METADATA_HOST, AWS_EC2_METADATA_SERVICE_ENDPOINT).
 func platformConfig(env *options.Env) platform.Config {
-	cfg := platform.Config{CloudPlatform: env.CloudPlatform, GCPMetadata: env.GCPMetadata}
-	for _, kv := range env.Environ {
-		name, val, _ := strings.Cut(kv, "=")
-		switch name {
-		case "GCE_METADATA_HOST":
-			cfg.GCEMetadataHost = val
-		case "AWS_EC2_METADATA_SERVICE_ENDPOINT":
-			cfg.AWSMetadataURL = val
-		}
-	}
-	return cfg
+	return platform.Config{CloudPlatform: env.CloudPlatform, GCPMetadata: env.GCPMetadata,
+		GCEMetadataHost: env.GCEMetadataHost, AWSMetadataURL: env.AWSMetadataEndpoint}
 }
