@@ -44,6 +44,7 @@ const (
 	DefaultSDSSocketDir          = "./var/run/secrets/workload-spiffe-uds"
 	DefaultSocketFile            = "socket"
 	DefaultCredentialFilesSocket = "./var/run/secrets/credential-uds/files-socket"
+	DefaultCredentialSocket      = "./var/run/secrets/credential-uds/socket"
 	DefaultEnvoyStatusPort       = 15021
 	DefaultEnvoyPrometheusPort   = 15090
 	DefaultLabelsFile            = "./etc/istio/pod/labels"

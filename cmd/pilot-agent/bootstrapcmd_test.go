@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -135,5 +136,42 @@ func TestBootstrapProxyConfigTemplate(t *testing.T) {
 	code, out, stderr := p.run(t, "bootstrap")
 	if code != 0 || !strings.Contains(out, "from-proxyconfig-template") {
 		t.Errorf("exit %d, stderr %q, out %.200s", code, stderr, out)
+	}
+}
+
+// TestBootstrapCredentialKey: a credential fetcher listening on
+// ./var/run/secrets/credential-uds/socket sets the node metadata key credential: "true".
+func TestBootstrapCredentialKey(t *testing.T) {
+	p := newPod(t, "")
+	credential := func() any {
+		t.Helper()
+		code, out, stderr := p.run(t, "bootstrap")
+		if code != 0 {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+		var b struct {
+			Node struct {
+				Metadata map[string]any `json:"metadata"`
+			} `json:"node"`
+		}
+		if err := json.Unmarshal([]byte(out), &b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Node.Metadata["credential"]
+	}
+	if v := credential(); v != nil {
+		t.Errorf("no socket: credential = %v", v)
+	}
+	sock := filepath.Join(p.dir, "var/run/secrets/credential-uds/socket")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if v := credential(); v != "true" {
+		t.Errorf("listening socket: credential = %v", v)
 	}
 }

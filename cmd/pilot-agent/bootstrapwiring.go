@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net"
+	"os"
 	"time"
 
 	"github.com/wingman-mesh/wingman/bootstrap"
@@ -17,7 +19,8 @@ const platformWait = 2 * time.Second
 // bootstrapFacts sets the parts of bootstrap.Config that come from the node identity, the
 // environment, the platform and the build: the node type (every type Istio knows), the Istio
 // version reported in the node metadata, HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED, and
-// PLATFORM_METADATA with the platform's locality. It also writes the Lightstep access token the
+// PLATFORM_METADATA with the platform's locality, and the credential key when a credential
+// fetcher's socket answers. It also writes the Lightstep access token the
 // bootstrap points Envoy at, as Istio's agent does while rendering.
 func bootstrapFacts(a *agent, c *bootstrap.Config) {
 	if err := bootstrap.WriteLightstepToken(a.proxyConfig); err != nil {
@@ -27,12 +30,28 @@ func bootstrapFacts(a *agent, c *bootstrap.Config) {
 	c.IstioVersion = compatIstioVersion()
 	c.KeepFragmentInPath = !a.env.HTTPStripFragmentFromPath
 	c.LegacyStatsTags = !a.env.DelimitedStatsTags
+	c.CredentialSocketExists = credentialSocketHealthy(bootstrap.DefaultCredentialSocket)
 	if a.platform != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), platformWait)
 		f := a.platform.Facts(ctx)
 		cancel()
 		c.PlatformMetadata, c.PlatformLocality = f.Metadata, f.Locality
 	}
+}
+
+// credentialSocketHealthy says whether a credential-fetcher SDS server answers at path (Istio sets
+// the node metadata key credential: "true" then): the file is a socket that accepts a connection.
+func credentialSocketHealthy(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return false
+	}
+	c, err := net.DialTimeout("unix", path, 100*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // platformConfig is platform detection's view of the environment: CLOUD_PLATFORM, GCP_METADATA,
