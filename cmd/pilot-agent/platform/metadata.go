@@ -92,10 +92,7 @@ func gcpFacts(ctx context.Context, c *http.Client, cfg Config) (map[string]strin
 		"zone":               "instance/zone",
 	}
 	got := fetchAll(ctx, c, base, paths, map[string]string{"Metadata-Flavor": "Google"})
-	zone := got["zone"]
-	if i := strings.LastIndexByte(zone, '/'); i >= 0 { // projects/<number>/zones/<zone>
-		zone = zone[i+1:]
-	}
+	zone, locality := gcpZone(got["zone"])
 	delete(got, "zone")
 	if got[GCPLocation] == "" && zone != "" {
 		got[GCPLocation] = zone // Istio: the cluster location, else the instance's zone
@@ -116,14 +113,23 @@ func gcpFacts(ctx context.Context, c *http.Client, cfg Config) (map[string]strin
 		got[GCPClusterURL] = fmt.Sprintf("https://container.googleapis.com/v1/projects/%s/locations/%s/clusters/%s",
 			got[GCPProject], got[GCPLocation], got[GCPCluster])
 	}
-	locality := ""
-	if i := strings.LastIndexByte(zone, '-'); i > 0 { // zones are <region>-<suffix>
-		locality = zone[:i] + "/" + zone
-	}
 	if len(got) == 0 {
 		got = nil
 	}
 	return got, locality
+}
+
+// gcpZone reads the metadata server's instance/zone ("projects/<number>/zones/<zone>") into the
+// zone and the region/zone locality (zones are <region>-<suffix>).
+func gcpZone(raw string) (zone, locality string) {
+	zone = raw
+	if i := strings.LastIndexByte(zone, '/'); i >= 0 {
+		zone = zone[i+1:]
+	}
+	if i := strings.LastIndexByte(zone, '-'); i > 0 {
+		locality = zone[:i] + "/" + zone
+	}
+	return zone, locality
 }
 
 // awsFacts reads the EC2 instance metadata service: an IMDSv2 session token first (PUT

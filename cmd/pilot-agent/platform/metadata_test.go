@@ -157,3 +157,23 @@ func TestNoRequestOffCloud(t *testing.T) {
 		t.Errorf("%d requests off cloud", hits.Load())
 	}
 }
+
+// FuzzGCPZone: whatever the metadata server says, the zone has no '/' and the locality is
+// <region>/<zone> with the region a prefix of the zone, or empty.
+func FuzzGCPZone(f *testing.F) {
+	for _, s := range []string{"projects/1/zones/us-central1-a", "us-east1-b", "", "/", "-", "a/b-", "projects//zones/-x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		zone, loc := gcpZone(raw)
+		if strings.Contains(zone, "/") {
+			t.Fatalf("zone %q has a '/'", zone)
+		}
+		if loc != "" {
+			region, z, ok := strings.Cut(loc, "/")
+			if !ok || z != zone || !strings.HasPrefix(zone, region+"-") || region == "" {
+				t.Fatalf("locality %q for zone %q", loc, zone)
+			}
+		}
+	})
+}
