@@ -172,10 +172,11 @@ func join(sep string, list any) string {
 	return strings.Join(parts, sep)
 }
 
+// maxIndent bounds indent's width: a template cannot make the agent allocate without bound.
+const maxIndent = 1 << 12
+
 func indent(n int, s string) string {
-	if n < 0 {
-		n = 0
-	}
+	n = min(max(n, 0), maxIndent)
 	pad := strings.Repeat(" ", n)
 	return pad + strings.ReplaceAll(s, "\n", "\n"+pad)
 }
