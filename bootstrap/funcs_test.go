@@ -62,6 +62,9 @@ func TestTemplateFuncs(t *testing.T) {
 			t.Errorf("%s = %q, want %q", src, got, want)
 		}
 	}
+	if got, err := executeTemplate("t", `{{ len (indent 999999999 "") }}`, params); err != nil || string(got) != "4096" {
+		t.Errorf("indent is not bounded: %s %v", got, err)
+	}
 	if _, err := executeTemplate("t", `{{ mustToJson .ch }}`, params); err == nil {
 		t.Error("mustToJson of a channel: no error")
 	}
