@@ -130,3 +130,12 @@ func FuzzRenderTemplate(f *testing.F) {
 		_, _ = executeTemplate("fuzz", src, params)
 	})
 }
+
+func TestSANMatchers(t *testing.T) {
+	if got := sanMatchers([]string{"istiod.istio-system.svc", `q"x`}); got != `[{"exact":"istiod.istio-system.svc"},{"exact":"q\"x"}]` {
+		t.Errorf("got %s", got)
+	}
+	if got := sanMatchers(nil); got != `[]` {
+		t.Errorf("nil: %s", got)
+	}
+}

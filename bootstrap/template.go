@@ -140,7 +140,7 @@ func (st *state) templateParams() (map[string]any, error) {
 		"log_json":                              st.cfg.LogAsJSON,
 		"workload_identity_socket_file":         st.cfg.WorkloadIdentitySocketFile,
 		"metrics_localhost_access_only":         st.pc.GetProxyMetadata()["METRICS_LOCALHOST_ACCESS_ONLY"] == "true",
-		"pilot_SAN":                             st.meta.PilotSubjectAltName,
+		"pilot_SAN":                             sanMatchers(st.meta.PilotSubjectAltName),
 		"outlier_log_path":                      st.cfg.OutlierLogPath,
 		"load_stats_config_json_str":            "",
 		"lightstepToken":                        st.LightstepTokenPath(),
@@ -281,6 +281,16 @@ func (st *state) templateParams() (map[string]any, error) {
 		p["stackdriverMaxEvents"] = orDefault(sd.Stackdriver.GetMaxNumberOfMessageEvents(), sd.Stackdriver.GetMaxNumberOfMessageEvents() == nil)
 	}
 	return p, nil
+}
+
+// sanMatchers is Istio's sanConverter: the SANs as a JSON list of exact string matchers.
+func sanMatchers(sans []string) string {
+	m := make([]map[string]string, len(sans))
+	for i, s := range sans {
+		m[i] = map[string]string{"exact": s}
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
 }
 
 // discoveryHost is the host part of discoveryAddress (Istio splits at the first ':').
