@@ -278,3 +278,25 @@ func TestEffectiveTemplatePath(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateSecureListenerSDS: the secure metrics listeners' SDS secrets come from sds-grpc; an
+// override that renames the cluster leaves them dangling, and --validate says where.
+func TestValidateSecureListenerSDS(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.EnvoySecureMetricsPort = 15091
+	out, err := Render(cfg)
+	must(t, err)
+	if fs := envoyproto.Validate(out); len(fs) != 0 {
+		t.Fatalf("clean render: %v", fs)
+	}
+	bad := strings.Replace(string(out), `"name": "sds-grpc"`, `"name": "sds-grpc-old"`, 1)
+	found := false
+	for _, f := range envoyproto.Validate([]byte(bad)) {
+		if strings.HasPrefix(f.Path, "static_resources.listeners[2].filter_chains[0].transport_socket") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("dangling SDS reference of the secure listener not reported: %v", envoyproto.Validate([]byte(bad)))
+	}
+}
