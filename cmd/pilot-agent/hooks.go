@@ -297,8 +297,8 @@ func prerender(a *agent) func() ([]byte, error) {
 }
 
 // renderBootstrap renders Envoy's bootstrap: typed rendering by default, a custom template when
-// ISTIO_BOOTSTRAP, --templateFile or proxyBootstrapTemplatePath names one. (A customConfigFile is handed to Envoy as is:
-// see bootstrapPathFor.)
+// ISTIO_BOOTSTRAP, --templateFile or proxyBootstrapTemplatePath names one. (A customConfigFile is
+// handed to Envoy as is: see bootstrapPathFor.)
 func renderBootstrap(a *agent) ([]byte, error) {
 	cfg := a.bootstrapConfig()
 	tmpl := bootstrap.EffectiveTemplatePath(a.env.BootstrapTemplate, a.flags.templateFile, a.proxyConfig)
