@@ -92,7 +92,11 @@ func gcpFacts(ctx context.Context, c *http.Client, cfg Config) (map[string]strin
 		"zone":               "instance/zone",
 	}
 	got := fetchAll(ctx, c, base, paths, map[string]string{"Metadata-Flavor": "Google"})
-	zone, locality := gcpZone(got["zone"])
+	rawZone := got["zone"]
+	if cfg.GCPZone != "" {
+		rawZone = cfg.GCPZone
+	}
+	zone, locality := gcpZone(rawZone)
 	delete(got, "zone")
 	if got[GCPLocation] == "" && zone != "" {
 		got[GCPLocation] = zone // Istio: the cluster location, else the instance's zone

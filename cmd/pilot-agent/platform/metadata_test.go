@@ -61,6 +61,13 @@ func TestGCPMetadata(t *testing.T) {
 	if m := d2.Facts(t.Context()).Metadata; m[GCPProject] != "env-proj" || m[GCPLocation] != "europe-west1" || m[GCEInstanceID] != "987" {
 		t.Errorf("GCP_METADATA: %v", m)
 	}
+
+	// GCP_ZONE wins for the zone and the locality.
+	d3 := Start(t.Context(), Config{CloudPlatform: "gcp", GCEMetadataHost: strings.TrimPrefix(srv.URL, "http://"), GCPZone: "asia-east1-c"})
+	defer d3.Close()
+	if f := d3.Facts(t.Context()); f.Locality != "asia-east1/asia-east1-c" {
+		t.Errorf("GCP_ZONE: %+v", f)
+	}
 }
 
 func TestAWSMetadataIMDSv2(t *testing.T) {

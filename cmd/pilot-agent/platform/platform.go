@@ -37,6 +37,7 @@ type Config struct {
 	// Metadata servers (metadata.go). MetadataTimeout bounds all their requests together [1s].
 	GCEMetadataHost string // GCE_METADATA_HOST: host[:port] of the GCE metadata server [metadata.google.internal]
 	GCPMetadata     string // GCP_METADATA: PROJECT_ID|PROJECT_NUMBER|CLUSTER_NAME|CLUSTER_LOCATION, wins over the server
+	GCPZone         string // GCP_ZONE: the zone (and so the locality), wins over the server
 	AWSMetadataURL  string // AWS_EC2_METADATA_SERVICE_ENDPOINT: base URL of the EC2 IMDS [http://169.254.169.254]
 	MetadataTimeout time.Duration
 	HTTPClient      *http.Client // nil: a client without proxy
