@@ -5,13 +5,19 @@ BIN       ?= out/pilot-agent
 FUZZTIME  ?= 5s
 BENCHTIME ?= 1x
 COUNT     ?= 1
+# The Istio release whose agent behaviour Wingman follows, reported to Istiod as ISTIO_VERSION and
+# by `pilot-agent version`: by default the version of istio.io/api in go.mod (Istio tags its API
+# with its release number). VERSION is Wingman's own.
+ISTIO_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' istio.io/api 2>/dev/null | sed 's/^v//')
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+VERSION_LDFLAGS = -X main.istioVersion=$(ISTIO_VERSION) -X main.version=$(VERSION)
 
 .PHONY: all build test vet unit race gate fuzz fuzz-long bench lint demo perf perf-gate perf-gate-short pprof clean
 
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/pilot-agent
+	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags='-s -w $(VERSION_LDFLAGS)' -o $(BIN) ./cmd/pilot-agent
 
 # The README's test command: vet, every test under the race detector, every fuzz target briefly.
 test: lint race gate fuzz

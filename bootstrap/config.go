@@ -1,7 +1,10 @@
 package bootstrap
 
 import (
+	"context"
 	"log/slog"
+	"net/netip"
+	"time"
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 )
@@ -9,17 +12,39 @@ import (
 // NodeType is the first field of the node id.
 type NodeType string
 
-// Node types Istiod accepts from a sidecar agent.
+// Node types Istio knows (pkg/model/proxy.go NodeType); Istiod keys behaviour on them.
 const (
-	Sidecar NodeType = "sidecar"
-	Router  NodeType = "router"
+	Sidecar      NodeType = "sidecar"
+	Router       NodeType = "router"
+	Waypoint     NodeType = "waypoint"
+	Ztunnel      NodeType = "ztunnel"
+	AgentGateway NodeType = "agentgateway"
 )
+
+// NodeTypes lists every node type, in Istio's order.
+var NodeTypes = []NodeType{Sidecar, Router, Waypoint, Ztunnel, AgentGateway}
+
+// Valid says whether t is a node type Istio knows.
+func (t NodeType) Valid() bool {
+	for _, k := range NodeTypes {
+		if t == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Resolver looks up a host name (*net.Resolver is one).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
 
 // Istio's fixed paths and ports (relative paths resolve against the agent's working directory).
 const (
 	DefaultSDSSocketDir          = "./var/run/secrets/workload-spiffe-uds"
 	DefaultSocketFile            = "socket"
 	DefaultCredentialFilesSocket = "./var/run/secrets/credential-uds/files-socket"
+	DefaultCredentialSocket      = "./var/run/secrets/credential-uds/socket"
 	DefaultEnvoyStatusPort       = 15021
 	DefaultEnvoyPrometheusPort   = 15090
 	DefaultLabelsFile            = "./etc/istio/pod/labels"
@@ -71,6 +96,18 @@ type Config struct {
 	IstioVersion                string // build version unless ISTIO_META_ISTIO_VERSION says otherwise
 	CredentialSocketExists      bool   // a healthy ./var/run/secrets/credential-uds/socket exists
 	FileCredential              bool   // the agent serves only file-mounted certificates
+
+	// KeepFragmentInPath is HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED=false: Istio then sets
+	// the runtime flag http_strip_fragment_from_path_unsafe_if_disabled to "false".
+	KeepFragmentInPath bool
+	// LegacyStatsTags is ENABLE_DELIMITED_STATS_TAG_REGEX=false: the tag regexes and cluster stat
+	// names from before Istio 1.23's ';'-delimited scheme.
+	LegacyStatsTags bool
+
+	// Resolver resolves a statsd host name (Envoy wants an IP); nil uses net.DefaultResolver,
+	// bounded by ResolveTimeout [5s].
+	Resolver       Resolver
+	ResolveTimeout time.Duration
 
 	// Platform facts (never probed here; cmd decides whether to probe).
 	PlatformMetadata map[string]string

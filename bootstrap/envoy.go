@@ -197,6 +197,7 @@ type StaticResources struct {
 // Cluster is envoy.config.cluster.v3.Cluster (the rendered subset).
 type Cluster struct {
 	Name                          string             `json:"name"`
+	AltStatName                   string             `json:"alt_stat_name,omitempty"`
 	Type                          string             `json:"type"`
 	ConnectTimeout                string             `json:"connect_timeout"`
 	LbPolicy                      string             `json:"lb_policy,omitempty"`
@@ -209,6 +210,13 @@ type Cluster struct {
 	UpstreamConnectionOptions     *UpstreamConnOpts  `json:"upstream_connection_options,omitempty"`
 	MaxRequestsPerConnection      uint32             `json:"max_requests_per_connection,omitempty"`
 	LoadAssignment                *ClusterLoadAssign `json:"load_assignment,omitempty"`
+	EdsClusterConfig              *EdsClusterConfig  `json:"eds_cluster_config,omitempty"`
+}
+
+// EdsClusterConfig is envoy.config.cluster.v3.Cluster.EdsClusterConfig.
+type EdsClusterConfig struct {
+	EdsConfig   ConfigSource `json:"eds_config"`
+	ServiceName string       `json:"service_name,omitempty"`
 }
 
 // CircuitBreakers is envoy.config.cluster.v3.CircuitBreakers.

@@ -80,6 +80,15 @@ func TestValidateCatchesDrift(t *testing.T) {
 		"duplicate cluster": {func(s string) string {
 			return strings.Replace(s, `"name": "agent"`, `"name": "prometheus_stats"`, 1)
 		}, "static_resources.clusters[1].name"},
+		"undefined local cluster": {func(s string) string {
+			return strings.Replace(s, `"enable_deferred_cluster_creation": true`, `"enable_deferred_cluster_creation": true, "local_cluster_name": "local_cluster"`, 1)
+		}, "cluster_manager.local_cluster_name"},
+		"listener route to a missing cluster": {func(s string) string {
+			return strings.Replace(s, `"cluster": "prometheus_stats"`, `"cluster": "prometheus"`, 1)
+		}, "static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes[0].route.cluster"},
+		"statsd host name": {func(s string) string {
+			return strings.Replace(s, `"overload_manager"`, `"stats_sinks": [{"name": "envoy.stat_sinks.statsd", "typed_config": {"@type": "type.googleapis.com/envoy.config.metrics.v3.StatsdSink", "address": {"socket_address": {"address": "statsd.example", "port_value": 8125}}}}], "overload_manager"`, 1)
+		}, "stats_sinks[0].typed_config.address.socket_address.address"},
 		"bad enum": {func(s string) string {
 			return strings.Replace(s, `"api_type": "DELTA_GRPC"`, `"api_type": "DELTA"`, 1)
 		}, "dynamic_resources.ads_config.api_type"},

@@ -110,8 +110,10 @@ func setAgentFacts(m *Metadata, cfg Config, ips []string) error {
 	md := StringBool(metadataDiscovery(cfg, m))
 	m.MetadataDiscovery = &md
 	m.EnvoySkipDeprecatedLogs = StringBool(cfg.EnvoySkipDeprecatedLogs)
-	if cfg.WorkloadIdentitySocketFile != "" && cfg.WorkloadIdentitySocketFile != DefaultSocketFile {
-		m.WorkloadIdentitySocketFile = cfg.WorkloadIdentitySocketFile
+	// Istio's GetNodeMetaData always sets it, the default "socket" included.
+	m.WorkloadIdentitySocketFile = cfg.WorkloadIdentitySocketFile
+	if m.WorkloadIdentitySocketFile == "" {
+		m.WorkloadIdentitySocketFile = DefaultSocketFile
 	}
 	m.ProxyConfig = &ProxyConfigJSON{pc}
 	m.InstanceName = cfg.PodName

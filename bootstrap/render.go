@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -55,8 +56,8 @@ func newState(cfg Config) (*state, error) {
 	if cfg.ProxyConfig == nil {
 		return nil, fmt.Errorf("bootstrap: Config.ProxyConfig is nil")
 	}
-	if cfg.NodeType != Sidecar && cfg.NodeType != Router {
-		return nil, fmt.Errorf("bootstrap: node type %q: want sidecar or router", cfg.NodeType)
+	if !cfg.NodeType.Valid() {
+		return nil, fmt.Errorf("bootstrap: node type %q: want one of %v", cfg.NodeType, NodeTypes)
 	}
 	if cfg.PodNamespace == "" {
 		return nil, fmt.Errorf("bootstrap: POD_NAMESPACE is empty")
@@ -70,9 +71,11 @@ func newState(cfg Config) (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
-	ips := make([]string, len(addrs))
-	for i, a := range addrs {
-		ips[i] = a.String()
+	ips := make([]string, 0, len(addrs))
+	for _, a := range addrs { // Istio drops repeated addresses (removeDuplicates)
+		if s := a.String(); !slices.Contains(ips, s) {
+			ips = append(ips, s)
+		}
 	}
 	st := &state{cfg: cfg, pc: cfg.ProxyConfig, ips: ips, mode: mode}
 	st.nodeID = NodeID(cfg.NodeType, ips[0], cfg.PodName, cfg.PodNamespace, cfg.domain())
@@ -96,11 +99,17 @@ func newState(cfg Config) (*state, error) {
 			st.additional = "0.0.0.0"
 		}
 	}
+	// Waypoints always speak Delta xDS and discover peer metadata (Istio's toTemplateParams);
+	// metadata discovery is off on SotW.
 	st.xdsType = "GRPC"
-	if cfg.Delta || strings.HasPrefix(st.nodeID, "waypoint~") {
+	st.discovery = st.meta.MetadataDiscovery != nil && bool(*st.meta.MetadataDiscovery)
+	if cfg.Delta || cfg.NodeType == Waypoint {
 		st.xdsType = "DELTA_GRPC"
 	}
-	st.discovery = st.meta.MetadataDiscovery != nil && bool(*st.meta.MetadataDiscovery) && st.xdsType == "DELTA_GRPC"
+	if cfg.NodeType == Waypoint {
+		st.discovery = true
+	}
+	st.discovery = st.discovery && st.xdsType == "DELTA_GRPC"
 	return st, nil
 }
 
@@ -198,7 +207,38 @@ func (st *state) staticClusters() []Cluster {
 		files.TypedExtensionProtocolOptions = http2Options()
 		out = append(out, files)
 	}
-	return append(out, xds)
+	out = append(out, xds)
+	if !st.cfg.LegacyStatsTags {
+		// With the ';'-delimited tag scheme the cluster_name tag ends at ';': Istio names the
+		// stats of its static clusters "<name>;".
+		for i := range out {
+			out[i].AltStatName = out[i].Name + ";"
+		}
+	}
+	if st.selfDiscovery() {
+		out = append(out, st.localCluster())
+	}
+	return out
+}
+
+// selfDiscovery is ISTIO_META_ENABLE_SELF_DISCOVERY: the proxy learns its own service's endpoints
+// as local_cluster, the cluster_manager's local cluster for zone-aware load balancing.
+func (st *state) selfDiscovery() bool { return bool(st.meta.EnableSelfDiscovery) }
+
+// localClusterName is pilot's xds.LocalClusterName.
+const localClusterName = "local_cluster"
+
+// localCluster is the self-discovery cluster: endpoints from Istiod over ADS (EDS resource
+// "local_cluster"), least-request balancing.
+func (st *state) localCluster() Cluster {
+	c := Cluster{
+		Name: localClusterName, Type: "EDS", ConnectTimeout: "1s", LbPolicy: "LEAST_REQUEST",
+		EdsClusterConfig: &EdsClusterConfig{EdsConfig: adsSource()},
+	}
+	if !st.cfg.LegacyStatsTags {
+		c.AltStatName = localClusterName + ";"
+	}
+	return c
 }
 
 func (st *state) listenerAddrs(host string, port uint32) (Address, []AdditionalAddress) {
@@ -210,13 +250,14 @@ func (st *state) listenerAddrs(host string, port uint32) (Address, []AdditionalA
 }
 
 func hcm(statPrefix, pathPrefix, cluster string, filters []TypedExtension) TypedExtension {
+	return hcmRoutes(statPrefix, []Route{{Match: RouteMatch{Prefix: pathPrefix}, Route: RouteAction{Cluster: cluster}}}, filters)
+}
+
+func hcmRoutes(statPrefix string, routes []Route, filters []TypedExtension) TypedExtension {
 	filters = append(filters, TypedExtension{Name: "envoy.filters.http.router", TypedConfig: map[string]string{"@type": typeRouter}})
 	return TypedExtension{Name: "envoy.filters.network.http_connection_manager", TypedConfig: HTTPConnectionManager{
 		Type: typeHCM, CodecType: "AUTO", StatPrefix: statPrefix,
-		RouteConfig: RouteConfig{VirtualHosts: []VirtualHost{{
-			Name: "backend", Domains: []string{"*"},
-			Routes: []Route{{Match: RouteMatch{Prefix: pathPrefix}, Route: RouteAction{Cluster: cluster}}},
-		}}},
+		RouteConfig: RouteConfig{VirtualHosts: []VirtualHost{{Name: "backend", Domains: []string{"*"}, Routes: routes}}},
 		HTTPFilters: filters,
 	}}
 }
@@ -235,7 +276,7 @@ func (st *state) listeners() []Listener {
 		promHost = st.localhost
 	}
 	var compressors []TypedExtension
-	if sc := st.pc.GetStatsCompression(); sc == nil || sc.GetValue() {
+	if st.statsCompressed() {
 		compressors = []TypedExtension{
 			compressor("envoy.filters.http.compressor.brotli", typeBrotli),
 			compressor("envoy.filters.http.compressor.gzip", typeGzip),
@@ -259,7 +300,13 @@ func (st *state) listeners() []Listener {
 	if st.cfg.StatusPortProxyProtocol {
 		status.ListenerFilters = []TypedExtension{{Name: "envoy.filters.listener.proxy_protocol", TypedConfig: map[string]string{"@type": typeProxyProtocol}}}
 	}
-	return []Listener{prom, status}
+	return append([]Listener{prom, status}, st.secureMetricsListeners()...)
+}
+
+// statsCompressed is ProxyConfig statsCompression, true unless set false.
+func (st *state) statsCompressed() bool {
+	sc := st.pc.GetStatsCompression()
+	return sc == nil || sc.GetValue()
 }
 
 func listenerName(host string, port uint32) string { return host + "_" + strconv.Itoa(int(port)) }
@@ -280,10 +327,7 @@ func (st *state) bootstrapExtensions() []TypedExtension {
 
 func (st *state) clusterManager() *ClusterManager {
 	lrs, _ := st.meta.Raw["LOAD_STATS_CONFIG_JSON"].(string)
-	self := bool(st.meta.EnableSelfDiscovery)
-	if st.cfg.OutlierLogPath == "" && lrs == "" && !self {
-		return nil
-	}
+	self := st.selfDiscovery()
 	cm := &ClusterManager{EnableDeferredClusterCreation: true}
 	if st.cfg.OutlierLogPath != "" {
 		cm.OutlierDetection = &OutlierDetection{EventLogPath: st.cfg.OutlierLogPath}
@@ -292,7 +336,7 @@ func (st *state) clusterManager() *ClusterManager {
 		cm.LoadStatsConfig = json.RawMessage(lrs)
 	}
 	if self {
-		cm.LocalClusterName = "local_cluster"
+		cm.LocalClusterName = localClusterName
 	}
 	return cm
 }

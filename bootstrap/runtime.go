@@ -18,6 +18,10 @@ func (st *state) runtimeFlags() map[string]any {
 	if st.cfg.FIPS {
 		flags["envoy.reloadable_features.google_grpc_disable_tls_13"] = true
 	}
+	if st.cfg.KeepFragmentInPath {
+		// Istio's extractRuntimeFlags: a string, and named backwards on purpose (kept by Istio).
+		flags["envoy.reloadable_features.http_strip_fragment_from_path_unsafe_if_disabled"] = "false"
+	}
 	for k, v := range st.pc.GetRuntimeValues() {
 		switch v {
 		case "":
@@ -33,9 +37,11 @@ func (st *state) runtimeFlags() map[string]any {
 	return flags
 }
 
-// overloadManager sets the global downstream connection limit: proxyMetadata
-// ISTIO_META_GLOBAL_DOWNSTREAM_MAX_CONNECTIONS > runtime overload.global_downstream_max_connections > MaxInt32.
-func (st *state) overloadManager() *OverloadManager {
+// globalDownstreamMaxConnections is the global downstream connection limit: ProxyConfig
+// connectionSettings.globalDownstreamConnectionLimit > proxyMetadata
+// ISTIO_META_GLOBAL_DOWNSTREAM_MAX_CONNECTIONS > runtime overload.global_downstream_max_connections
+// > MaxInt32 (istio/istio#60978).
+func (st *state) globalDownstreamMaxConnections() int64 {
 	limit := int64(math.MaxInt32)
 	if v, err := strconv.ParseInt(st.pc.GetRuntimeValues()["overload.global_downstream_max_connections"], 10, 64); err == nil && v > 0 {
 		limit = v
@@ -43,6 +49,14 @@ func (st *state) overloadManager() *OverloadManager {
 	if v, err := strconv.ParseInt(st.pc.GetProxyMetadata()["ISTIO_META_GLOBAL_DOWNSTREAM_MAX_CONNECTIONS"], 10, 64); err == nil && v > 0 {
 		limit = v
 	}
+	if v := st.pc.GetConnectionSettings().GetGlobalDownstreamConnectionLimit(); v != nil && v.GetValue() > 0 {
+		limit = int64(v.GetValue())
+	}
+	return limit
+}
+
+func (st *state) overloadManager() *OverloadManager {
+	limit := st.globalDownstreamMaxConnections()
 	return &OverloadManager{ResourceMonitors: []TypedExtension{{
 		Name: "envoy.resource_monitors.global_downstream_max_connections",
 		TypedConfig: map[string]any{

@@ -20,7 +20,23 @@ const (
 	annEvictionInterval  = "sidecar.istio.io/statsEvictionInterval"
 )
 
-// fixedTags are the tag extractors Istio's template always sets.
+// delimitedTags lead the tag extractors with Istio's ';'-delimited scheme (the default since
+// Istio 1.23, ENABLE_DELIMITED_STATS_TAG_REGEX): cluster and HTTP connection manager stat names
+// end at ';', so a name may hold dots. Established from Istio 1.25.0's rendered
+// envoy-rev.json (see PARITY.md).
+var delimitedTags = []TagSpecifier{
+	{"cluster_name", `^cluster(\.(.+);)`},
+	{"http_conn_manager_prefix", `^http\.(((?:[_.[:digit:]\w]*|[_\[\]aAbBcCdDeEfF[:digit:]\w\:]*));\.)`},
+	{"thread_name", `^server(\.(.+))\.watchdog`},
+	{"tcp_prefix", `^tcp\.((.*?)\.)\w+?$`},
+	{"response_code", `_rq(_(\d{3}))$`},
+	{"response_code_class", `_rq(_(\dxx))$`},
+	{"http_conn_manager_listener_prefix", `^listener(?=\.).*?\.http\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`},
+	{"listener_address", `^listener\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`},
+	{"mongo_prefix", `^mongo\.(.+?)\.(collection|cmd|cx_|op_|delays_|decoding_)(.*?)$`},
+}
+
+// fixedTags are the leading tag extractors of the legacy scheme (ENABLE_DELIMITED_STATS_TAG_REGEX=false).
 var fixedTags = []TagSpecifier{
 	{"cluster_name", `^cluster\.((.+?(\..+?\.svc\.cluster\.local)?)\.)`},
 	{"tcp_prefix", `^tcp\.((.*?)\.)\w+?$`},
@@ -42,11 +58,18 @@ var trailingTags = []TagSpecifier{
 	{"authz_dry_run_result", `(\.shadow_(allowed|denied))`},
 }
 
+func (st *state) leadingTags() []TagSpecifier {
+	if st.cfg.LegacyStatsTags {
+		return fixedTags
+	}
+	return delimitedTags
+}
+
 func (st *state) statsConfig() (*StatsConfig, error) {
 	ann := st.meta.Annotations
 	pm := st.pc.GetProxyStatsMatcher()
 
-	tags := slices.Clone(fixedTags)
+	tags := slices.Clone(st.leadingTags())
 	seen := map[string]bool{}
 	for _, t := range append(slices.Clone(st.pc.GetExtraStatTags()), splitList(ann[annExtraStatTags])...) {
 		if t == "" || seen[t] {
@@ -106,6 +129,13 @@ func (st *state) statsConfig() (*StatsConfig, error) {
 // statsIntervals sets stats_flush_interval when its annotation parses, and stats_eviction_interval
 // only when it is a multiple of the flush interval (Envoy refuses otherwise).
 func (st *state) statsIntervals(b *Bootstrap) error {
+	b.StatsFlushInterval, b.StatsEvictionInterval = st.statsIntervalValues()
+	return nil
+}
+
+// statsIntervalValues is (stats_flush_interval, stats_eviction_interval) in Envoy's duration form,
+// "" when not set.
+func (st *state) statsIntervalValues() (flushOut, evictOut string) {
 	ann := st.meta.Annotations
 	flush := 5 * time.Second // Envoy's default
 	if v := ann[annFlushInterval]; v != "" {
@@ -114,7 +144,7 @@ func (st *state) statsIntervals(b *Bootstrap) error {
 			st.logger().Warn("ignoring annotation", "annotation", annFlushInterval, "value", v)
 		} else {
 			flush = d
-			b.StatsFlushInterval = envoyDuration(d)
+			flushOut = envoyDuration(d)
 		}
 	}
 	if v := ann[annEvictionInterval]; v != "" {
@@ -122,10 +152,10 @@ func (st *state) statsIntervals(b *Bootstrap) error {
 		if err != nil || d <= 0 || d%flush != 0 {
 			st.logger().Warn("ignoring annotation: not a multiple of the flush interval", "annotation", annEvictionInterval, "value", v)
 		} else {
-			b.StatsEvictionInterval = envoyDuration(d)
+			evictOut = envoyDuration(d)
 		}
 	}
-	return nil
+	return flushOut, evictOut
 }
 
 func envoyDuration(d time.Duration) string {

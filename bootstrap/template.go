@@ -3,20 +3,23 @@ package bootstrap
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"text/template"
 
-	"github.com/wingman-mesh/wingman/bootstrap/internal/tmpl"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"sigs.k8s.io/yaml"
 )
 
-// RenderTemplate renders a custom bootstrap template (ISTIO_BOOTSTRAP or proxyBootstrapTemplatePath)
-// as Go text/template does (internal/tmpl: text/template's syntax and semantics with
-// missingkey=zero, without the reflective method lookup that costs the binary ~2.5 MB; method
-// calls are protobuf getters and String) and the parameter names Istio gives templates (nodeID, cluster, region,
-// zone, sub_zone, meta_json_str, runtime_flags, config, localhost, wildcard, xds_type, zipkin, ...).
-// Functions: toJSON/toJson plus a small set of sprig's generic ones (default, quote, join, contains,
-// hasPrefix, hasSuffix, replace, lower, upper, trim, empty).
+// RenderTemplate renders a custom bootstrap template (ISTIO_BOOTSTRAP, --templateFile or
+// proxyBootstrapTemplatePath) as Istio's agent does: Go's text/template over a map of parameters
+// with Istio's names and value forms (nodeID, cluster, region, zone, sub_zone, meta_json_str,
+// runtime_flags, config, localhost, wildcard, xds_type, zipkin, ...; templateParams lists them),
+// and the functions in templateFuncs. A template that refers to a parameter Wingman does not
+// provide is refused before it runs, naming the parameter and its line (Istio would print
+// "<no value>" into the JSON and let Envoy fail on it).
 func RenderTemplate(cfg Config, templatePath string) ([]byte, error) {
 	text, err := os.ReadFile(templatePath)
 	if err != nil {
@@ -30,35 +33,52 @@ func RenderTemplate(cfg Config, templatePath string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := tmpl.Parse(templatePath, string(text), templateFuncs)
+	out, err := executeTemplate(templatePath, string(text), params)
 	if err != nil {
-		return nil, fmt.Errorf("bootstrap template %s: %w", templatePath, err)
+		return nil, err
+	}
+	if err := checkSyntax(templatePath, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkSyntax refuses a rendered template that is not JSON (or YAML, for templates named
+// *.yaml or *.yaml.tmpl, which Istio hands to Envoy as YAML), naming the line.
+func checkSyntax(templatePath string, out []byte) error {
+	if strings.HasSuffix(templatePath, ".yaml") || strings.HasSuffix(templatePath, ".yaml.tmpl") {
+		var v any
+		if err := yaml.Unmarshal(out, &v); err != nil {
+			return fmt.Errorf("bootstrap template %s: output is not YAML: %w", templatePath, err)
+		}
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(out, &v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line := 1 + bytes.Count(out[:min(int(se.Offset), len(out))], []byte("\n"))
+			return fmt.Errorf("bootstrap template %s: output is not JSON: line %d of the output: %w", templatePath, line, err)
+		}
+		return fmt.Errorf("bootstrap template %s: output is not JSON: %w", templatePath, err)
+	}
+	return nil
+}
+
+// executeTemplate parses text, checks its parameter references against params and runs it.
+func executeTemplate(name, text string, params map[string]any) ([]byte, error) {
+	t, err := template.New(name).Funcs(templateFuncs).Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap template %s: %w", name, err)
+	}
+	if err := checkParams(t, params); err != nil {
+		return nil, fmt.Errorf("bootstrap template %s: %w", name, err)
 	}
 	var out bytes.Buffer
 	if err := t.Execute(&out, params); err != nil {
-		return nil, fmt.Errorf("bootstrap template %s: %w", templatePath, err)
+		return nil, fmt.Errorf("bootstrap template %s: %w", name, err)
 	}
 	return out.Bytes(), nil
-}
-
-var templateFuncs = map[string]any{
-	"toJSON": toJSON, "toJson": toJSON,
-	"default": func(d, v any) any {
-		if v == nil || v == "" || v == false || v == 0 {
-			return d
-		}
-		return v
-	},
-	"quote":     func(s string) string { return fmt.Sprintf("%q", s) },
-	"join":      func(sep string, l []string) string { return strings.Join(l, sep) },
-	"contains":  func(sub, s string) bool { return strings.Contains(s, sub) },
-	"hasPrefix": func(p, s string) bool { return strings.HasPrefix(s, p) },
-	"hasSuffix": func(p, s string) bool { return strings.HasSuffix(s, p) },
-	"replace":   func(old, new, s string) string { return strings.ReplaceAll(s, old, new) },
-	"lower":     strings.ToLower,
-	"upper":     strings.ToUpper,
-	"trim":      strings.TrimSpace,
-	"empty":     func(v any) bool { return v == nil || v == "" || v == false || v == 0 },
 }
 
 func toJSON(v any) (string, error) {
@@ -73,6 +93,9 @@ func addressJSON(sa *SocketAddress) string {
 }
 
 // templateParams builds the map Istio's templates read, with Istio's names and value forms.
+// Every name Istio's agent can set is present (zero when Istio would leave it out), so a template
+// written against Istio's parameter set never reads a missing key. Names and forms were read from
+// Istio's pkg/bootstrap/option/instances.go and config.go; see PARITY.md.
 func (st *state) templateParams() (map[string]any, error) {
 	runtime, err := toJSON(st.runtimeFlags())
 	if err != nil {
@@ -83,43 +106,91 @@ func (st *state) templateParams() (map[string]any, error) {
 		return nil, err
 	}
 	p := map[string]any{
-		"nodeID":                        st.nodeID,
-		"nodeType":                      string(st.cfg.NodeType),
-		"cluster":                       st.cluster,
-		"meta_json_str":                 string(st.metaJSON),
-		"runtime_flags":                 runtime,
-		"config":                        st.pc,
-		"discovery_address":             st.pc.GetDiscoveryAddress(),
-		"localhost":                     st.localhost,
-		"wildcard":                      st.wildcard,
-		"dual_stack":                    st.additional != "",
-		"additional_wildcard":           st.additional,
-		"dns_lookup_family":             st.dnsFamily,
-		"xds_type":                      st.xdsType,
-		"envoy_status_port":             st.cfg.EnvoyStatusPort,
-		"envoy_prometheus_port":         st.cfg.EnvoyPrometheusPort,
-		"sts_port":                      st.cfg.STSPort,
-		"metadata_discovery":            st.discovery,
-		"log_json":                      st.cfg.LogAsJSON,
-		"workload_identity_socket_file": st.cfg.WorkloadIdentitySocketFile,
-		"metrics_localhost_access_only": st.pc.GetProxyMetadata()["METRICS_LOCALHOST_ACCESS_ONLY"] == "true",
-		"lightstepToken":                st.LightstepTokenPath(),
-		"metadata":                      st.meta,
+		"nodeID":                                st.nodeID,
+		"nodeType":                              string(st.cfg.NodeType),
+		"cluster":                               st.cluster,
+		"region":                                st.locality.Region,
+		"zone":                                  st.locality.Zone,
+		"sub_zone":                              st.locality.SubZone,
+		"meta_json_str":                         string(st.metaJSON),
+		"metadata":                              st.meta,
+		"runtime_flags":                         runtime,
+		"config":                                st.pc,
+		"discovery_address":                     st.pc.GetDiscoveryAddress(),
+		"discovery_host":                        discoveryHost(st.pc.GetDiscoveryAddress()),
+		"xds_root_cert":                         "",
+		"localhost":                             st.localhost,
+		"additional_localhost":                  "",
+		"wildcard":                              st.wildcard,
+		"additional_wildcard":                   st.additional,
+		"dual_stack":                            st.additional != "",
+		"dns_lookup_family":                     st.dnsFamily,
+		"xds_type":                              st.xdsType,
+		"envoy_status_port":                     st.cfg.EnvoyStatusPort,
+		"envoy_prometheus_port":                 st.cfg.EnvoyPrometheusPort,
+		"sts":                                   st.cfg.STSPort != 0,
+		"sts_port":                              st.cfg.STSPort,
+		"gcp_project_id":                        "",
+		"gcp_project_number":                    st.cfg.PlatformMetadata["gcp_project_number"],
+		"metadata_discovery":                    st.discovery,
+		"delimited_stats_tags_enabled":          !st.cfg.LegacyStatsTags,
+		"deferred_cluster_creation":             true,
+		"deferred_stats_creation":               true,
+		"bypass_overload_manager":               true,
+		"log_json":                              st.cfg.LogAsJSON,
+		"workload_identity_socket_file":         st.cfg.WorkloadIdentitySocketFile,
+		"metrics_localhost_access_only":         st.pc.GetProxyMetadata()["METRICS_LOCALHOST_ACCESS_ONLY"] == "true",
+		"pilot_SAN":                             sanMatchers(st.meta.PilotSubjectAltName),
+		"outlier_log_path":                      st.cfg.OutlierLogPath,
+		"load_stats_config_json_str":            "",
+		"lightstepToken":                        st.LightstepTokenPath(),
+		"lightstep":                             "",
+		"zipkin":                                "",
+		"datadog":                               "",
+		"tracing_tls":                           "",
+		"stackdriver":                           false,
+		"stackdriverProjectID":                  "",
+		"stackdriverDebug":                      false,
+		"stackdriverMaxAnnotations":             int64(0),
+		"stackdriverMaxAttributes":              int64(0),
+		"stackdriverMaxEvents":                  int64(0),
+		"pilot_grpc_address":                    "",
+		"statsd":                                "",
+		"envoy_metrics_service_address":         "",
+		"envoy_metrics_service_tls":             "",
+		"envoy_metrics_service_tcp_keepalive":   "",
+		"envoy_accesslog_service_address":       "",
+		"envoy_accesslog_service_tls":           "",
+		"envoy_accesslog_service_tcp_keepalive": "",
+		"extraStatTags":                         []string(nil),
+		"inclusionPrefix":                       []string(nil),
+		"inclusionSuffix":                       []string(nil),
+		"inclusionRegexps":                      []string(nil),
+		"histogram_buckets":                     stats.HistogramBucketSettings,
+		"stats_compression":                     "",
+
+		// Parameters of Istio releases after the stored option/instances.go (names as the
+		// issue and Istio's release notes give them; see PARITY.md).
+		"global_downstream_max_connections":       st.globalDownstreamMaxConnections(),
+		"envoy_secure_metrics_port":               st.cfg.EnvoySecureMetricsPort,
+		"envoy_secure_merged_metrics_port":        st.cfg.EnvoySecureMergedMetricsPort,
+		"secure_metrics_port":                     st.cfg.EnvoySecureMetricsPort,
+		"secure_merged_metrics_port":              st.cfg.EnvoySecureMergedMetricsPort,
+		"stats_flush_interval":                    "",
+		"stats_eviction_interval":                 "",
+		"enable_self_discovery":                   st.selfDiscovery(),
+		"envoy_status_port_enable_proxy_protocol": st.cfg.StatusPortProxyProtocol,
+		"custom_file_sds_path":                    "",
 	}
-	if st.locality.Region != "" {
-		p["region"] = st.locality.Region
+	if st.cfg.FileCredential {
+		p["custom_file_sds_path"] = DefaultCredentialFilesSocket
 	}
-	if st.locality.Zone != "" {
-		p["zone"] = st.locality.Zone
+	p["stats_flush_interval"], p["stats_eviction_interval"] = st.statsIntervalValues()
+	if sa, err := st.hostPort("discoveryAddress", st.pc.GetDiscoveryAddress()); err == nil {
+		p["pilot_grpc_address"] = addressJSON(sa)
 	}
-	if st.locality.SubZone != "" {
-		p["sub_zone"] = st.locality.SubZone
-	}
-	if len(st.meta.PilotSubjectAltName) > 0 {
-		p["pilot_SAN"] = st.meta.PilotSubjectAltName
-	}
-	if st.cfg.OutlierLogPath != "" {
-		p["outlier_log_path"] = st.cfg.OutlierLogPath
+	if id := st.cfg.PlatformMetadata["gcp_project"]; id != "" && st.cfg.STSPort != 0 {
+		p["gcp_project_id"] = id
 	}
 	if s, ok := st.meta.Raw["LOAD_STATS_CONFIG_JSON"].(string); ok {
 		p["load_stats_config_json_str"] = s
@@ -135,22 +206,11 @@ func (st *state) templateParams() (map[string]any, error) {
 			prefixes = append(prefixes, m.Prefix)
 		}
 	}
-	for _, t := range stats.StatsTags[len(fixedTags) : len(stats.StatsTags)-len(trailingTags)] {
+	for _, t := range stats.StatsTags[len(st.leadingTags()) : len(stats.StatsTags)-len(trailingTags)] {
 		tags = append(tags, t.TagName)
 	}
-	setList := func(k string, v []string) {
-		if len(v) > 0 {
-			p[k] = v
-		}
-	}
-	setList("inclusionPrefix", prefixes)
-	setList("inclusionSuffix", suffixes)
-	setList("inclusionRegexps", regexps)
-	setList("extraStatTags", tags)
-	if len(stats.HistogramBucketSettings) > 0 {
-		p["histogram_buckets"] = stats.HistogramBucketSettings
-	}
-	if sc := st.pc.GetStatsCompression(); sc == nil || sc.GetValue() {
+	p["inclusionPrefix"], p["inclusionSuffix"], p["inclusionRegexps"], p["extraStatTags"] = prefixes, suffixes, regexps, tags
+	if st.statsCompressed() {
 		p["stats_compression"] = "gzip"
 	}
 	if tr, cl, err := st.tracing(); err != nil {
@@ -173,34 +233,90 @@ func (st *state) templateParams() (map[string]any, error) {
 			p["tracing_tls"] = ts
 		}
 	}
-	if a := st.pc.GetStatsdUdpAddress(); a != "" {
-		if sa, err := st.hostPort("statsdUdpAddress", a); err == nil {
-			p["statsd"] = addressJSON(sa)
+	if st.pc.GetStatsdUdpAddress() != "" {
+		sa, err := st.statsdAddress()
+		if err != nil {
+			return nil, err
+		}
+		p["statsd"] = addressJSON(sa)
+	}
+	for _, svc := range []struct {
+		key, name, field string
+		rs               *meshv1alpha1.RemoteService
+	}{
+		{"envoy_metrics_service", "envoy_metrics_service", "envoyMetricsService", st.pc.GetEnvoyMetricsService()},
+		{"envoy_accesslog_service", "envoy_accesslog_service", "envoyAccessLogService", st.pc.GetEnvoyAccessLogService()},
+	} {
+		if svc.rs.GetAddress() == "" {
+			continue
+		}
+		c, err := st.remoteServiceCluster(svc.name, svc.field, svc.rs)
+		if err != nil {
+			return nil, err
+		}
+		p[svc.key+"_address"] = addressJSON(c.LoadAssignment.Endpoints[0].LbEndpoints[0].Endpoint.Address.SocketAddress)
+		if c.TransportSocket != nil {
+			if p[svc.key+"_tls"], err = toJSON(c.TransportSocket); err != nil {
+				return nil, err
+			}
+		}
+		if c.UpstreamConnectionOptions != nil {
+			if p[svc.key+"_tcp_keepalive"], err = toJSON(c.UpstreamConnectionOptions); err != nil {
+				return nil, err
+			}
 		}
 	}
-	if a := st.pc.GetEnvoyMetricsService().GetAddress(); a != "" {
-		if sa, err := st.hostPort("envoyMetricsService.address", a); err == nil {
-			p["envoy_metrics_service_address"] = addressJSON(sa)
+	if sd, ok := st.pc.GetTracing().GetTracer().(*meshv1alpha1.Tracing_Stackdriver_); ok {
+		p["stackdriver"] = true
+		p["stackdriverProjectID"] = st.cfg.PlatformMetadata["gcp_project"]
+		p["stackdriverDebug"] = sd.Stackdriver.GetDebug()
+		orDefault := func(v interface{ GetValue() int64 }, isNil bool) int64 {
+			if isNil {
+				return 200 // Istio's default for each limit
+			}
+			return v.GetValue()
 		}
-	}
-	if a := st.pc.GetEnvoyAccessLogService().GetAddress(); a != "" {
-		if sa, err := st.hostPort("envoyAccessLogService.address", a); err == nil {
-			p["envoy_accesslog_service_address"] = addressJSON(sa)
-		}
+		p["stackdriverMaxAnnotations"] = orDefault(sd.Stackdriver.GetMaxNumberOfAnnotations(), sd.Stackdriver.GetMaxNumberOfAnnotations() == nil)
+		p["stackdriverMaxAttributes"] = orDefault(sd.Stackdriver.GetMaxNumberOfAttributes(), sd.Stackdriver.GetMaxNumberOfAttributes() == nil)
+		p["stackdriverMaxEvents"] = orDefault(sd.Stackdriver.GetMaxNumberOfMessageEvents(), sd.Stackdriver.GetMaxNumberOfMessageEvents() == nil)
 	}
 	return p, nil
 }
 
-// EffectiveTemplatePath is Istio's template precedence: ISTIO_BOOTSTRAP (passed in) >
-// customConfigFile > proxyBootstrapTemplatePath > "" (the built-in typed render). When
-// customConfigFile is set Istio hands that file to Envoy as-is; cmd should do the same.
-func EffectiveTemplatePath(istioBootstrapEnv string, cfg Config) string {
-	switch {
-	case istioBootstrapEnv != "":
-		return istioBootstrapEnv
-	case cfg.ProxyConfig.GetCustomConfigFile() != "":
-		return cfg.ProxyConfig.GetCustomConfigFile()
-	default:
-		return cfg.ProxyConfig.GetProxyBootstrapTemplatePath()
+// sanMatchers is Istio's sanConverter: the SANs as a JSON list of exact string matchers.
+func sanMatchers(sans []string) string {
+	m := make([]map[string]string, len(sans))
+	for i, s := range sans {
+		m[i] = map[string]string{"exact": s}
 	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// discoveryHost is the host part of discoveryAddress (Istio splits at the first ':').
+func discoveryHost(addr string) string {
+	host, _, _ := strings.Cut(addr, ":")
+	return host
+}
+
+// DefaultTemplatePath is where Istio's proxyv2 image keeps its own bootstrap template; naming it
+// means Istio's default bootstrap, which the typed render produces.
+const DefaultTemplatePath = "./var/lib/istio/envoy/envoy_bootstrap_tmpl.json"
+
+// EffectiveTemplatePath is the custom template to render, "" for the typed render, with Istio's
+// precedence: ISTIO_BOOTSTRAP > --templateFile (Istio copies the flag into
+// proxyBootstrapTemplatePath) > ProxyConfig proxyBootstrapTemplatePath. A customConfigFile is not a
+// template: Istio hands it to Envoy as is, and so does cmd.
+func EffectiveTemplatePath(istioBootstrapEnv, templateFileFlag string, pc *meshv1alpha1.ProxyConfig) string {
+	p := istioBootstrapEnv
+	if p == "" {
+		p = templateFileFlag
+	}
+	if p == "" {
+		p = pc.GetProxyBootstrapTemplatePath()
+	}
+	if p == DefaultTemplatePath || p == strings.TrimPrefix(DefaultTemplatePath, ".") {
+		return ""
+	}
+	return p
 }

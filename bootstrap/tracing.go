@@ -1,9 +1,14 @@
 package bootstrap
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"strings"
+	"time"
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
@@ -138,35 +143,60 @@ func tlsTransportSocket(tls *networkingv1alpha3.ClientTLSSettings, defaultSNI, f
 	}}, nil
 }
 
-// statsSinks renders the metrics service and statsd sinks ProxyConfig asks for.
+// remoteServiceCluster is the STRICT_DNS HTTP/2 cluster of a gRPC service ProxyConfig names
+// (envoyMetricsService, envoyAccessLogService), with its TLS and TCP keepalive settings.
+func (st *state) remoteServiceCluster(name, field string, rs *meshv1alpha1.RemoteService) (*Cluster, error) {
+	sa, err := st.hostPort(field+".address", rs.GetAddress())
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		Name: name, Type: "STRICT_DNS", ConnectTimeout: "1s", LbPolicy: "ROUND_ROBIN",
+		RespectDNSTTL: true, DNSLookupFamily: st.dnsFamily, TypedExtensionProtocolOptions: http2Options(),
+		LoadAssignment: &ClusterLoadAssign{ClusterName: name, Endpoints: []LocalityEndpoint{{LbEndpoints: []LbEndpoint{{Endpoint: Endpoint{Address: Address{SocketAddress: sa}}}}}}},
+	}
+	if tls := rs.GetTlsSettings(); tls != nil {
+		ts, err := tlsTransportSocket(tls, name, field+".tlsSettings")
+		if err != nil {
+			return nil, err
+		}
+		c.TransportSocket = ts
+	}
+	if ka := rs.GetTcpKeepalive(); ka != nil {
+		c.UpstreamConnectionOptions = &UpstreamConnOpts{TCPKeepalive: TCPKeepalive{
+			KeepaliveProbes:   ka.GetProbes(),
+			KeepaliveTime:     uint32(ka.GetTime().GetSeconds()),
+			KeepaliveInterval: uint32(ka.GetInterval().GetSeconds()),
+		}}
+	}
+	return c, nil
+}
+
+// statsSinks renders the metrics service and statsd sinks ProxyConfig asks for, and the clusters
+// of the metrics and access log services.
 func (st *state) statsSinks() ([]TypedExtension, []Cluster, error) {
 	var sinks []TypedExtension
 	var clusters []Cluster
 	if ms := st.pc.GetEnvoyMetricsService(); ms.GetAddress() != "" {
-		sa, err := st.hostPort("envoyMetricsService.address", ms.GetAddress())
+		c, err := st.remoteServiceCluster("envoy_metrics_service", "envoyMetricsService", ms)
 		if err != nil {
 			return nil, nil, err
 		}
-		c := Cluster{
-			Name: "envoy_metrics_service", Type: "STRICT_DNS", ConnectTimeout: "1s", LbPolicy: "ROUND_ROBIN",
-			RespectDNSTTL: true, DNSLookupFamily: st.dnsFamily, TypedExtensionProtocolOptions: http2Options(),
-			LoadAssignment: &ClusterLoadAssign{ClusterName: "envoy_metrics_service", Endpoints: []LocalityEndpoint{{LbEndpoints: []LbEndpoint{{Endpoint: Endpoint{Address: Address{SocketAddress: sa}}}}}}},
-		}
-		if tls := ms.GetTlsSettings(); tls != nil {
-			ts, err := tlsTransportSocket(tls, "envoy_metrics_service", "envoyMetricsService.tlsSettings")
-			if err != nil {
-				return nil, nil, err
-			}
-			c.TransportSocket = ts
-		}
-		clusters = append(clusters, c)
+		clusters = append(clusters, *c)
 		sinks = append(sinks, TypedExtension{Name: "envoy.stat_sinks.metrics_service", TypedConfig: map[string]any{
 			"@type": typeMetricsService, "transport_api_version": "V3",
 			"grpc_service": map[string]any{"envoy_grpc": map[string]any{"cluster_name": "envoy_metrics_service"}},
 		}})
 	}
+	if als := st.pc.GetEnvoyAccessLogService(); als.GetAddress() != "" {
+		c, err := st.remoteServiceCluster("envoy_accesslog_service", "envoyAccessLogService", als)
+		if err != nil {
+			return nil, nil, err
+		}
+		clusters = append(clusters, *c)
+	}
 	if a := st.pc.GetStatsdUdpAddress(); a != "" {
-		sa, err := st.hostPort("statsdUdpAddress", a)
+		sa, err := st.statsdAddress()
 		if err != nil {
 			return nil, nil, err
 		}
@@ -175,4 +205,53 @@ func (st *state) statsSinks() ([]TypedExtension, []Cluster, error) {
 		}})
 	}
 	return sinks, clusters, nil
+}
+
+// statsdAddress is statsdUdpAddress with its host resolved to an IP: Envoy's statsd sink takes
+// only an IP, and Istio's agent resolves the name at start.
+func (st *state) statsdAddress() (*SocketAddress, error) {
+	sa, err := st.hostPort("statsdUdpAddress", st.pc.GetStatsdUdpAddress())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := netip.ParseAddr(sa.Address); err == nil {
+		return sa, nil
+	}
+	r := st.cfg.Resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	timeout := st.cfg.ResolveTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	network := "ip4"
+	if st.mode.ipv6First {
+		network = "ip"
+	}
+	ips, err := r.LookupNetIP(ctx, network, sa.Address)
+	if err != nil || len(ips) == 0 {
+		if err == nil {
+			err = errors.New("no addresses")
+		}
+		return nil, fmt.Errorf("bootstrap: ProxyConfig field statsdUdpAddress %q: cannot resolve host %q: %w", st.pc.GetStatsdUdpAddress(), sa.Address, err)
+	}
+	return &SocketAddress{Address: ips[0].Unmap().String(), PortValue: sa.PortValue}, nil
+}
+
+// WriteLightstepToken writes the Lightstep access token where the rendered bootstrap tells Envoy
+// to read it (<configPath>/lightstep_access_token.txt), as Istio's agent does before rendering;
+// it does nothing unless the tracer is Lightstep.
+func WriteLightstepToken(pc *meshv1alpha1.ProxyConfig) error {
+	ls, ok := pc.GetTracing().GetTracer().(*meshv1alpha1.Tracing_Lightstep_)
+	if !ok {
+		return nil
+	}
+	path := pc.GetConfigPath() + "/lightstep_access_token.txt"
+	if err := WriteFile(path, []byte(ls.Lightstep.GetAccessToken()), 0o600); err != nil { //nolint:staticcheck // Lightstep is deprecated in Istio's API, still honoured
+		return fmt.Errorf("bootstrap: writing the Lightstep access token: %w", err)
+	}
+	return nil
 }

@@ -2,7 +2,9 @@ package envoyproto
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // references checks the names Envoy resolves at start against the static clusters.
@@ -39,6 +41,32 @@ func references(top map[string]any) []Finding {
 						}
 						if _, ok := static[name]; !ok {
 							out = append(out, Finding{Path: join(p, "cluster_name"), Message: fmt.Sprintf("Unknown gRPC client cluster %q: not a static cluster, Envoy exits at start", name)})
+						}
+					}
+				case "local_cluster_name", "localClusterName":
+					// Envoy: "local cluster '...' must be defined" (cluster_manager_impl.cc).
+					if name, ok := e.(string); ok && name != "" {
+						if _, ok := static[name]; !ok {
+							out = append(out, Finding{Path: p, Message: fmt.Sprintf("local cluster %q must be defined as a static cluster, Envoy exits at start", name)})
+						}
+					}
+				case "route":
+					// A static listener's inline route names a cluster that only static_resources can
+					// hold at start; the metrics and health listeners route to prometheus_stats/agent.
+					if m, ok := e.(map[string]any); ok && (strings.HasPrefix(path, "static_resources.listeners") || strings.HasPrefix(path, "staticResources.listeners")) {
+						if name, ok := m["cluster"].(string); ok {
+							if _, ok := static[name]; !ok {
+								out = append(out, Finding{Path: join(p, "cluster"), Message: fmt.Sprintf("route to cluster %q, which is not a static cluster: the listener answers 503", name)})
+							}
+						}
+					}
+				case "socket_address", "socketAddress":
+					// Envoy's statsd sink takes an IP only.
+					if m, ok := e.(map[string]any); ok && (strings.HasPrefix(path, "stats_sinks") || strings.HasPrefix(path, "statsSinks")) {
+						if a, _ := m["address"].(string); a != "" {
+							if _, err := netip.ParseAddr(a); err != nil {
+								out = append(out, Finding{Path: join(p, "address"), Message: fmt.Sprintf("stats sink address %q is not an IP: Envoy does not resolve it", a)})
+							}
 						}
 					}
 				case "collector_cluster", "collectorCluster":

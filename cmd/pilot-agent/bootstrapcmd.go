@@ -10,11 +10,13 @@ import (
 	"github.com/wingman-mesh/wingman/bootstrap/envoyproto"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/node"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
+	"github.com/wingman-mesh/wingman/cmd/pilot-agent/platform"
 )
 
-// runBootstrap is `pilot-agent bootstrap [sidecar|router] [--validate] [proxy flags]`: it prints
+// runBootstrap is `pilot-agent bootstrap [node type] [--validate] [proxy flags]`: it prints
 // the Envoy bootstrap the agent would write for this environment, with ISTIO_BOOTSTRAP_OVERRIDE
-// merged the way Envoy merges --config-yaml. With --validate it checks it as Envoy would at start
+// merged the way Envoy merges --config-yaml. A custom template whose output is not JSON (YAML for
+// *.yaml templates) is an error, exit 1. With --validate it checks it as Envoy would at start
 // (strict proto parse, field rules where the build has them, static-cluster references) and
 // exits 1 with one finding per line naming the field path.
 func runBootstrap(ctx context.Context, args, environ []string, sio stdio) int {
@@ -22,7 +24,7 @@ func runBootstrap(ctx context.Context, args, environ []string, sio stdio) int {
 	validate := fs.Bool("validate", false, "check the bootstrap as Envoy would at start; exit 1 with findings")
 	if err := fs.Parse(args); err != nil {
 		if isHelp(err) {
-			fmt.Fprintf(sio.out, "Prints the Envoy bootstrap the agent would write.\n\nUsage:\n  pilot-agent bootstrap [sidecar|router] [--validate] [proxy flags]\n\nFlags:\n%s", fs.FlagUsages())
+			fmt.Fprintf(sio.out, "Prints the Envoy bootstrap the agent would write.\n\nUsage:\n  pilot-agent bootstrap [sidecar|router|waypoint|ztunnel|agentgateway] [--validate] [proxy flags]\n\nFlags:\n%s", fs.FlagUsages())
 			return 0
 		}
 		return usageError(sio, "pilot-agent bootstrap", err)
@@ -41,9 +43,10 @@ func runBootstrap(ctx context.Context, args, environ []string, sio stdio) int {
 		return usageError(sio, "pilot-agent bootstrap", err)
 	}
 	a := &agent{flags: pf, root: root, env: env, nodeType: nodeType, settings: settings, proxyConfig: pc,
-		fips: fipsPolicy(env.CompliancePolicy), log: log,
+		fips: fipsPolicy(env.CompliancePolicy), log: log, platform: platform.Start(ctx, platformConfig(env)),
 		identity: node.Discover(ctx, node.Config{Type: nodeType, InstanceIP: env.InstanceIP, PodName: env.PodName,
 			PodNamespace: env.PodNamespace, Domain: pf.domain})}
+	defer a.platform.Close()
 	data, err := renderBootstrap(a)
 	if err == nil && env.BootstrapOverride != "" {
 		var override []byte

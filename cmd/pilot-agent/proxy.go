@@ -204,7 +204,7 @@ func resolveAgent(ctx context.Context, shutdown context.CancelFunc, pf *proxyFla
 		return nil, err
 	}
 
-	detection := platform.Start(ctx, platform.Config{CloudPlatform: env.CloudPlatform})
+	detection := platform.Start(ctx, platformConfig(env))
 	id := <-identity
 	log.Info("proxy role", "ips", id.IPs, "type", nodeType, "id", id.ID, "domain", id.DNSDomain)
 	serveOnlyFiles := probeSDSSocket(sdsSocketPath(env), log)

@@ -5,16 +5,22 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 )
 
-// Set with -ldflags "-X main.version=... -X main.gitRevision=... -X main.gitTag=...".
+// Set with -ldflags "-X main.istioVersion=... -X main.version=... -X main.gitRevision=... -X main.gitTag=..."
+// (the Makefile does). istioVersion is the Istio release whose agent behaviour Wingman follows:
+// Istiod reads it from the node metadata (ISTIO_VERSION) to decide what it may send. Unstamped,
+// it is the version of istio.io/api the binary is built against (Istio tags its API with its
+// release number). version, gitRevision and gitTag are Wingman's own.
 var (
-	version     = ""
-	gitRevision = ""
-	gitTag      = ""
+	istioVersion = ""
+	version      = ""
+	gitRevision  = ""
+	gitTag       = ""
 )
 
 // buildInfo mirrors Istio's version.BuildInfo fields.
@@ -26,6 +32,14 @@ type buildInfo struct {
 	GitTag        string `json:"tag"`
 }
 
+// versions is what `pilot-agent version -o json|yaml` prints: Istio's clientVersion (the Istio
+// release followed, with Wingman's build facts) and Wingman's own version.
+type versions struct {
+	Client  buildInfo `json:"clientVersion"`
+	Wingman buildInfo `json:"wingmanVersion"`
+}
+
+// currentBuild is Wingman's own build.
 func currentBuild() buildInfo {
 	b := buildInfo{Version: version, GitRevision: gitRevision, GitTag: gitTag, GolangVersion: runtime.Version(), BuildStatus: "Clean"}
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -53,6 +67,28 @@ func currentBuild() buildInfo {
 	return b
 }
 
+// compatIstioVersion is the Istio version the agent reports (node metadata ISTIO_VERSION).
+func compatIstioVersion() string {
+	if istioVersion != "" {
+		return strings.TrimPrefix(istioVersion, "v")
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "istio.io/api" {
+				return strings.TrimPrefix(d.Version, "v")
+			}
+		}
+	}
+	return "unknown"
+}
+
+// istioBuild is Istio's BuildInfo as this agent reports it: Istio's version, Wingman's build.
+func istioBuild() buildInfo {
+	b := currentBuild()
+	b.Version, b.GitTag = compatIstioVersion(), compatIstioVersion()
+	return b
+}
+
 func buildVersion() string { return currentBuild().Version }
 
 func versionFlagSet() (*pflag.FlagSet, *bool, *string) {
@@ -62,6 +98,8 @@ func versionFlagSet() (*pflag.FlagSet, *bool, *string) {
 	return fs, short, output
 }
 
+// runVersion prints the Istio version followed and Wingman's own: --short prints Istio's on the
+// first line (what Istio's tooling reads) and Wingman's on the second.
 func runVersion(args []string, sio stdio) int {
 	fs, short, output := versionFlagSet()
 	if err := fs.Parse(args); err != nil {
@@ -71,18 +109,22 @@ func runVersion(args []string, sio stdio) int {
 		}
 		return usageError(sio, "pilot-agent version", err)
 	}
-	b := currentBuild()
+	v := versions{Client: istioBuild(), Wingman: currentBuild()}
 	switch *output {
 	case "":
 		if *short {
-			fmt.Fprintln(sio.out, b.Version)
+			fmt.Fprintf(sio.out, "%s\nwingman %s\n", v.Client.Version, v.Wingman.Version)
 		} else {
-			fmt.Fprintf(sio.out, "version.BuildInfo{Version:%q, GitRevision:%q, GolangVersion:%q, BuildStatus:%q, GitTag:%q}\n",
-				b.Version, b.GitRevision, b.GolangVersion, b.BuildStatus, b.GitTag)
+			for _, b := range []struct {
+				name string
+				b    buildInfo
+			}{{"version", v.Client}, {"wingman", v.Wingman}} {
+				fmt.Fprintf(sio.out, "%s.BuildInfo{Version:%q, GitRevision:%q, GolangVersion:%q, BuildStatus:%q, GitTag:%q}\n",
+					b.name, b.b.Version, b.b.GitRevision, b.b.GolangVersion, b.b.BuildStatus, b.b.GitTag)
+			}
 		}
 	case "json", "yaml":
-		doc := map[string]buildInfo{"clientVersion": b}
-		j, err := json.MarshalIndent(doc, "", "  ")
+		j, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
 			fmt.Fprintf(sio.err, "Error: %v\n", err)
 			return exitFailure

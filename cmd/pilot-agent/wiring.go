@@ -279,9 +279,6 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) 
 func (a *agent) bootstrapConfig() bootstrap.Config {
 	env := a.env
 	c := bootstrap.NewConfig()
-	if a.identity.Type == "router" {
-		c.NodeType = bootstrap.Router
-	}
 	c.IPs, c.PodName, c.PodNamespace = a.identity.IPs, env.PodName, env.PodNamespace
 	c.Domain, c.ServiceAccount, c.ProxyConfig = a.identity.DNSDomain, env.ServiceAccount, a.proxyConfig
 	c.Env = env.Environ
@@ -296,9 +293,10 @@ func (a *agent) bootstrapConfig() bootstrap.Config {
 	c.ExitOnZeroActiveConnections, c.EnvoySkipDeprecatedLogs = env.ExitOnZeroActiveConnections, env.EnvoySkipDeprecatedLogs
 	c.StatusPortProxyProtocol, c.LogAsJSON = env.StatusPortProxyProtocol, a.root.asJSON
 	c.FIPS = a.fips
-	c.OutlierLogPath, c.IstioVersion = a.flags.outlierLogPath, buildVersion()
+	c.OutlierLogPath = a.flags.outlierLogPath
 	c.FileCredential = a.serveOnlyFiles
 	c.Logger = a.log.With("part", "bootstrap")
+	bootstrapFacts(a, &c)
 	return c
 }
 
@@ -318,15 +316,12 @@ func prerender(a *agent) func() ([]byte, error) {
 	}
 }
 
-// renderBootstrap renders Envoy's bootstrap: typed rendering by default, Istio's custom template
-// when ISTIO_BOOTSTRAP or --templateFile names one. (A customConfigFile is handed to Envoy as is:
-// see bootstrapPathFor.)
+// renderBootstrap renders Envoy's bootstrap: typed rendering by default, a custom template when
+// ISTIO_BOOTSTRAP, --templateFile or proxyBootstrapTemplatePath names one. (A customConfigFile is
+// handed to Envoy as is: see bootstrapPathFor.)
 func renderBootstrap(a *agent) ([]byte, error) {
 	cfg := a.bootstrapConfig()
-	tmpl := a.env.BootstrapTemplate
-	if tmpl == "" {
-		tmpl = a.flags.templateFile
-	}
+	tmpl := bootstrap.EffectiveTemplatePath(a.env.BootstrapTemplate, a.flags.templateFile, a.proxyConfig)
 	var data []byte
 	var err error
 	if tmpl != "" {

@@ -46,7 +46,7 @@ type Env struct {
 	FileDebounceDuration         time.Duration
 	CredentialFetcherType        string
 	CredentialIdentityProvider   string
-	GCEMetadataHost              string // GCE_METADATA_HOST, for CREDENTIAL_FETCHER_TYPE=GoogleComputeEngine
+	GCEMetadataHost              string // GCE_METADATA_HOST: the GCE token fetcher and GCP platform metadata
 	CertSigner                   string // ISTIO_META_CERT_SIGNER
 	WorkloadIdentitySocketFile   string
 	ProxyConfigXDSAgent          bool
@@ -71,6 +71,7 @@ type Env struct {
 	BootstrapOverride            string // ISTIO_BOOTSTRAP_OVERRIDE
 	EnableCoreDump               bool
 	HTTPStripFragmentFromPath    bool
+	DelimitedStatsTags           bool // ENABLE_DELIMITED_STATS_TAG_REGEX
 	DeltaXDS                     bool
 	DualStack                    bool
 	StatusPortProxyProtocol      bool
@@ -78,6 +79,7 @@ type Env struct {
 	EnableSelfDiscovery          bool
 	CloudPlatform                string // "", aws, azure, gcp, none
 	GCPMetadata                  string
+	AWSMetadataEndpoint          string // AWS_EC2_METADATA_SERVICE_ENDPOINT
 	GCPQuotaProject              string
 	GCPZone                      string
 
@@ -211,6 +213,7 @@ func parse(environ []string, record bool) (*Env, map[string]bool, error) {
 	e.BootstrapOverride = p.str("ISTIO_BOOTSTRAP_OVERRIDE", "")
 	e.EnableCoreDump = p.boolean("ISTIO_ENVOY_ENABLE_CORE_DUMP", false)
 	e.HTTPStripFragmentFromPath = p.boolean("HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED", true)
+	e.DelimitedStatsTags = p.boolean("ENABLE_DELIMITED_STATS_TAG_REGEX", true)
 	e.DeltaXDS = p.boolean("ISTIO_DELTA_XDS", true)
 	e.DualStack = p.boolean("ISTIO_DUAL_STACK", false)
 	e.StatusPortProxyProtocol = p.boolean("ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL", false)
@@ -218,6 +221,7 @@ func parse(environ []string, record bool) (*Env, map[string]bool, error) {
 	e.EnableSelfDiscovery = p.boolean("ISTIO_META_ENABLE_SELF_DISCOVERY", false)
 	e.CloudPlatform = strings.ToLower(p.enum("CLOUD_PLATFORM", "", "aws", "azure", "gcp", "none", "AWS", "Azure", "GCP", "None"))
 	e.GCPMetadata = p.str("GCP_METADATA", "")
+	e.AWSMetadataEndpoint = p.str("AWS_EC2_METADATA_SERVICE_ENDPOINT", "")
 	e.GCPQuotaProject = p.str("GCP_QUOTA_PROJECT", "")
 	e.GCPZone = p.str("GCP_ZONE", "")
 

@@ -1,12 +1,15 @@
 // Package platform detects the cloud the agent runs on without putting a probe on the start-up
 // path: CLOUD_PLATFORM decides at once when set ("none" skips detection), otherwise detection runs
 // in the background, reads only local SMBIOS files (no metadata-server round trip),
-// and is bounded by Config.Timeout. Istio's agent probes metadata servers synchronously at start,
-// which has cost 5-90 s (istio/istio#19868, #37832, #39950).
+// and is bounded by Config.Timeout. On GCP and AWS it then reads the node's metadata from the
+// cloud's metadata server (metadata.go), still in the background and bounded by
+// Config.MetadataTimeout; on any other machine no request is made. Istio's agent probes metadata
+// servers synchronously at start, which has cost 5-90 s (istio/istio#19868, #37832, #39950).
 package platform
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,23 +33,41 @@ type Config struct {
 	DMIDir string
 	// Timeout bounds detection [100ms].
 	Timeout time.Duration
+
+	// Metadata servers (metadata.go). MetadataTimeout bounds all their requests together [1s].
+	GCEMetadataHost string // GCE_METADATA_HOST: host[:port] of the GCE metadata server [metadata.google.internal]
+	GCPMetadata     string // GCP_METADATA: PROJECT_ID|PROJECT_NUMBER|CLUSTER_NAME|CLUSTER_LOCATION, wins over the server
+	GCPZone         string // GCP_ZONE: the zone (and so the locality), wins over the server
+	AWSMetadataURL  string // AWS_EC2_METADATA_SERVICE_ENDPOINT: base URL of the EC2 IMDS [http://169.254.169.254]
+	MetadataTimeout time.Duration
+	HTTPClient      *http.Client // nil: a client without proxy
 }
 
 // Detection is a detection in progress. Its goroutine is owned by it: Wait or Close end it.
 type Detection struct {
-	done   chan struct{} // closed when result is set
-	result string        // written once before done is closed
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	done      chan struct{} // closed when result is set
+	result    string        // written once before done is closed
+	facts     Facts         // written once before factsDone is closed
+	factsDone chan struct{}
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // Start begins detection and returns at once.
 func Start(ctx context.Context, cfg Config) *Detection {
-	d := &Detection{done: make(chan struct{})}
+	d := &Detection{done: make(chan struct{}), factsDone: make(chan struct{})}
+	if cfg.MetadataTimeout == 0 {
+		cfg.MetadataTimeout = time.Second
+	}
 	if cfg.CloudPlatform != "" {
 		d.result = strings.ToLower(cfg.CloudPlatform)
-		d.cancel = func() {}
 		close(d.done)
+		mctx, cancel := context.WithTimeout(ctx, cfg.MetadataTimeout)
+		d.cancel = cancel
+		d.wg.Go(func() {
+			defer close(d.factsDone)
+			d.facts = fetchFacts(mctx, cfg, d.result)
+		})
 		return d
 	}
 	if cfg.DMIDir == "" {
@@ -55,7 +76,9 @@ func Start(ctx context.Context, cfg Config) *Detection {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 100 * time.Millisecond
 	}
-	ctx, d.cancel = context.WithTimeout(ctx, cfg.Timeout)
+	parent, stopAll := context.WithCancel(ctx) // Close stops detection and metadata requests
+	ctx, stopDetect := context.WithTimeout(parent, cfg.Timeout)
+	d.cancel = func() { stopDetect(); stopAll() }
 	found := make(chan string, 1)
 	d.wg.Go(func() { // the SMBIOS reads: local files, microseconds
 		p := None
@@ -68,14 +91,30 @@ func Start(ctx context.Context, cfg Config) *Detection {
 		found <- p
 	})
 	d.wg.Go(func() {
-		defer close(d.done)
-		d.result = None
-		select {
-		case <-ctx.Done():
-		case d.result = <-found:
-		}
+		defer close(d.factsDone)
+		func() {
+			defer close(d.done)
+			d.result = None
+			select {
+			case <-ctx.Done():
+			case d.result = <-found:
+			}
+		}()
+		mctx, cancel := context.WithTimeout(parent, cfg.MetadataTimeout)
+		defer cancel()
+		d.facts = fetchFacts(mctx, cfg, d.result)
 	})
 	return d
+}
+
+// Facts returns the platform's facts, or the platform name alone if ctx ends first.
+func (d *Detection) Facts(ctx context.Context) Facts {
+	select {
+	case <-d.factsDone:
+		return d.facts
+	case <-ctx.Done():
+		return Facts{Name: d.Wait(ctx)}
+	}
 }
 
 // Wait returns the platform, or "none" if ctx ends first.

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var semver = regexp.MustCompile(`^\d+\.\d+\.\d+`)
+
+// TestBootstrapNodeTypesAndVersion: every node type reaches the node id; a waypoint gets Delta
+// xDS; the node metadata carries the Istio version followed (never "unknown").
+func TestBootstrapNodeTypesAndVersion(t *testing.T) {
+	p := newPod(t, "")
+	for _, nt := range validNodeTypes {
+		code, out, stderr := p.run(t, "bootstrap", nt, "--domain", "default.svc.cluster.local")
+		if code != 0 {
+			t.Fatalf("%s: exit %d, stderr %q", nt, code, stderr)
+		}
+		var b struct {
+			Node struct {
+				ID       string         `json:"id"`
+				Metadata map[string]any `json:"metadata"`
+			} `json:"node"`
+			Dynamic struct {
+				Ads struct {
+					APIType string `json:"api_type"`
+				} `json:"ads_config"`
+			} `json:"dynamic_resources"`
+		}
+		if err := json.Unmarshal([]byte(out), &b); err != nil {
+			t.Fatalf("%s: %v", nt, err)
+		}
+		if !strings.HasPrefix(b.Node.ID, nt+"~10.0.0.5~") {
+			t.Errorf("%s: node id %s", nt, b.Node.ID)
+		}
+		if v, _ := b.Node.Metadata["ISTIO_VERSION"].(string); !semver.MatchString(v) {
+			t.Errorf("%s: ISTIO_VERSION %q", nt, v)
+		}
+		if nt == "waypoint" && b.Dynamic.Ads.APIType != "DELTA_GRPC" {
+			t.Errorf("waypoint api_type %s", b.Dynamic.Ads.APIType)
+		}
+	}
+	code, out, _ := p.run(t, "version", "--short")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 2 || !semver.MatchString(lines[0]) || !strings.HasPrefix(lines[1], "wingman ") {
+		t.Errorf("version --short: exit %d %q", code, out)
+	}
+	if code, out, _ := p.run(t, "version", "-o", "json"); code != 0 || !strings.Contains(out, `"wingmanVersion"`) {
+		t.Errorf("version -o json: exit %d %q", code, out)
+	}
+}
+
+// TestBootstrapTemplateErrors: a custom template (ISTIO_BOOTSTRAP) whose output is not JSON, or
+// that reads a parameter Istio does not give, makes `pilot-agent bootstrap` fail naming it.
+func TestBootstrapTemplateErrors(t *testing.T) {
+	p := newPod(t, "")
+	tmpl := filepath.Join(p.dir, "tmpl.json")
+	p.env = append(p.env, "ISTIO_BOOTSTRAP="+tmpl)
+	for src, want := range map[string]string{
+		`{"node": {"id": "{{ .nodeID }}"}, "x": {{ .zipkin }}}`: "not JSON",
+		`{"node": {"id": "{{ .no_such_param }}"}}`:              "no_such_param",
+	} {
+		if err := os.WriteFile(tmpl, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, stderr := p.run(t, "bootstrap")
+		if code == 0 || !strings.Contains(stderr, want) || out != "" {
+			t.Errorf("%s: exit %d, stderr %q, out %q", src, code, stderr, out)
+		}
+	}
+	// Self discovery renders local_cluster, so --validate passes.
+	p.env = append(p.env[:len(p.env)-1], "ISTIO_META_ENABLE_SELF_DISCOVERY=true")
+	if code, _, stderr := p.run(t, "bootstrap", "--validate"); code != 0 {
+		t.Errorf("self discovery: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestBootstrapPlatformMetadata: on GCP (CLOUD_PLATFORM=gcp, the metadata server a local stand-in
+// at GCE_METADATA_HOST), the bootstrap carries PLATFORM_METADATA and the platform's locality.
+func TestBootstrapPlatformMetadata(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Metadata-Flavor") != "Google" {
+			http.Error(w, "no flavor", http.StatusForbidden)
+			return
+		}
+		switch r.URL.Path {
+		case "/computeMetadata/v1/project/project-id":
+			w.Write([]byte("proj-1"))
+		case "/computeMetadata/v1/instance/zone":
+			w.Write([]byte("projects/1/zones/europe-west4-b"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	p := newPod(t, "", "CLOUD_PLATFORM=gcp", "GCE_METADATA_HOST="+strings.TrimPrefix(srv.URL, "http://"))
+	code, out, stderr := p.run(t, "bootstrap")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var b struct {
+		Node struct {
+			Locality map[string]string `json:"locality"`
+			Metadata struct {
+				Platform map[string]string `json:"PLATFORM_METADATA"`
+			} `json:"metadata"`
+		} `json:"node"`
+	}
+	if err := json.Unmarshal([]byte(out), &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Node.Metadata.Platform["gcp_project"] != "proj-1" || b.Node.Metadata.Platform["gcp_location"] != "europe-west4-b" ||
+		b.Node.Locality["region"] != "europe-west4" || b.Node.Locality["zone"] != "europe-west4-b" {
+		t.Errorf("node %+v", b.Node)
+	}
+}
+
+// TestBootstrapProxyConfigTemplate: ProxyConfig proxyBootstrapTemplatePath is rendered.
+func TestBootstrapProxyConfigTemplate(t *testing.T) {
+	dir := t.TempDir()
+	tmpl := filepath.Join(dir, "pc.tmpl.json")
+	if err := os.WriteFile(tmpl, []byte(`{"node": {"id": "{{ .nodeID }}", "cluster": "from-proxyconfig-template"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pc := fmt.Sprintf(`{"binaryPath": %q, "proxyAdminPort": %d, "statusPort": %d, "discoveryAddress": "127.0.0.1:1", "proxyBootstrapTemplatePath": %q}`,
+		standinBin, freePort(t), freePort(t), tmpl)
+	p := newPod(t, pc)
+	code, out, stderr := p.run(t, "bootstrap")
+	if code != 0 || !strings.Contains(out, "from-proxyconfig-template") {
+		t.Errorf("exit %d, stderr %q, out %.200s", code, stderr, out)
+	}
+}
+
+// TestBootstrapCredentialKey: a credential fetcher listening on
+// ./var/run/secrets/credential-uds/socket sets the node metadata key credential: "true".
+func TestBootstrapCredentialKey(t *testing.T) {
+	p := newPod(t, "")
+	credential := func() any {
+		t.Helper()
+		code, out, stderr := p.run(t, "bootstrap")
+		if code != 0 {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+		var b struct {
+			Node struct {
+				Metadata map[string]any `json:"metadata"`
+			} `json:"node"`
+		}
+		if err := json.Unmarshal([]byte(out), &b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Node.Metadata["credential"]
+	}
+	if v := credential(); v != nil {
+		t.Errorf("no socket: credential = %v", v)
+	}
+	sock := filepath.Join(p.dir, "var/run/secrets/credential-uds/socket")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if v := credential(); v != "true" {
+		t.Errorf("listening socket: credential = %v", v)
+	}
+}
