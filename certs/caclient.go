@@ -2,7 +2,6 @@ package certs
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -123,12 +122,14 @@ func (c *caClient) close() {
 // certificate loaded per handshake when present.
 func (c *caClient) istiodConfig() (istiod.Config, error) {
 	ic := istiod.Config{
-		Address:    c.cfg.CAAddr,
-		RootCAFile: c.cfg.CARootPath,
-		ServerName: istiod.ServerName(c.cfg.CAAddr, c.cfg.IstiodSAN),
-		TokenFile:  c.cfg.TokenPath,
-		ClusterID:  c.cfg.ClusterID,
-		Metadata:   c.cfg.CAHeaders,
+		Address:          c.cfg.CAAddr,
+		RootCAFile:       c.cfg.CARootPath,
+		ServerName:       istiod.ServerName(c.cfg.CAAddr, c.cfg.IstiodSAN),
+		TokenFile:        c.cfg.TokenPath,
+		ClusterID:        c.cfg.ClusterID,
+		Metadata:         c.cfg.CAHeaders,
+		Plaintext:        istiod.CAPlaintext(c.cfg.CAAddr),
+		CompliancePolicy: c.cfg.CompliancePolicy,
 	}
 	switch {
 	case ic.IsPlaintext():
@@ -139,13 +140,7 @@ func (c *caClient) istiodConfig() (istiod.Config, error) {
 		ic.RootCAFile = "" // istiod: the system roots
 	}
 	if dir := c.cfg.ProvCertDir; dir != "" {
-		ic.ClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			kp, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert-chain.pem"), filepath.Join(dir, "key.pem"))
-			if err != nil || kp.Leaf == nil || c.cfg.Clock.Now().After(kp.Leaf.NotAfter) {
-				return &tls.Certificate{}, nil // token only, as Istio does for missing or expired certs
-			}
-			return &kp, nil
-		}
+		ic.ClientCertificate = istiod.FileClientCertificate(filepath.Join(dir, "cert-chain.pem"), filepath.Join(dir, "key.pem"), c.cfg.Clock.Now)
 	}
 	return ic, nil
 }

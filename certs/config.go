@@ -59,6 +59,9 @@ type Config struct {
 	CAHeaders  map[string]string // [CA_HEADER_<NAME>] sent as <NAME> metadata
 	CertSigner string            // [ISTIO_META_CERT_SIGNER] sent as metadata.CertSigner
 
+	// CompliancePolicy [COMPLIANCE_POLICY] restricts the CA connection's TLS as Istio does.
+	CompliancePolicy string
+
 	// CRLPath is the plugged-in CA's CRL file [PILOT_ENABLE_CA_CRL: DefaultCRLPath]; when it
 	// exists, ROOTCA and file-root: secrets carry it, pushed again when it changes. Empty: none.
 	CRLPath string

@@ -223,6 +223,7 @@ func (a *agent) certParts(reg *metric.Registry) (*certs.Manager, *certs.Server, 
 	if env.EnableCACRL {
 		cfg.CRLPath = certs.DefaultCRLPath
 	}
+	cfg.CompliancePolicy = env.CompliancePolicy
 	if env.KubernetesServiceHost != "" {
 		cfg.OutputCertsMode = 0o644 // as Istio, on Kubernetes
 	}
@@ -246,7 +247,7 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) 
 		Address: s.DiscoveryAddress, Plaintext: s.ControlPlaneAuthPolicy == "NONE",
 		TokenFile: tokenPath, KeepaliveTime: env.GRPCKeepaliveInterval, KeepaliveTimeout: env.GRPCKeepaliveTimeout,
 		ServerName: istiod.ServerName(s.DiscoveryAddress, env.IstiodSAN),
-		ClusterID:  env.ClusterID, Metadata: env.XDSHeaders,
+		ClusterID:  env.ClusterID, Metadata: env.XDSHeaders, CompliancePolicy: env.CompliancePolicy,
 	}
 	if !up.IsPlaintext() {
 		root, err := xdsRootPath(env)
@@ -254,7 +255,15 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) 
 			return nil, err
 		}
 		up.RootCAFile = root
-		if m != nil && !env.FileMountedCerts {
+		switch {
+		case env.ProvCert != "": // as Istio's GetKeyCertsForXDS
+			up.ClientCertificate = istiod.FileClientCertificate(filepath.Join(env.ProvCert, "cert-chain.pem"),
+				filepath.Join(env.ProvCert, "key.pem"), time.Now)
+		case env.FileMountedCerts:
+			if env.TLSClientCertChain != "" && env.TLSClientKey != "" {
+				up.ClientCertificate = istiod.FileClientCertificate(env.TLSClientCertChain, env.TLSClientKey, time.Now)
+			}
+		case m != nil:
 			up.ClientCertificate = m.GetClientCertificate
 		}
 	}

@@ -12,9 +12,12 @@ import (
 type Config struct {
 	// Address is host:port of the server.
 	Address string
-	// Plaintext disables TLS whatever the address (controlPlaneAuthPolicy: NONE). An address on
-	// port 15010 is plaintext anyway: see [Config.IsPlaintext].
+	// Plaintext disables TLS: for the xDS upstream when controlPlaneAuthPolicy is NONE, for the
+	// CA when its address is on Istiod's plaintext port (see [CAPlaintext]).
 	Plaintext bool
+	// CompliancePolicy (COMPLIANCE_POLICY: fips-140-2, fips-140-3 or pqc) restricts the TLS
+	// versions, cipher suites and curves as Istio's agent restricts its own TLS.
+	CompliancePolicy string
 	// RootCAFile holds the PEM roots that verify Istiod; re-read when it changes. Empty means
 	// the system roots.
 	RootCAFile string
@@ -34,13 +37,14 @@ type Config struct {
 	KeepaliveTime, KeepaliveTimeout time.Duration
 }
 
-// IsPlaintext reports whether the connection goes without TLS: when Plaintext is set, or when the
-// address ends in ":15010", Istiod's plaintext port. The port rule is Istio's CA client's
-// (pkg/istio-agent, createCitadel: an endpoint ending in ":15010" means a debug or IP-secure
-// network); Wingman has applied it to the xDS upstream as well, and keeps doing so.
-func (c *Config) IsPlaintext() bool {
-	return c.Plaintext || strings.HasSuffix(c.Address, ":15010")
-}
+// IsPlaintext reports whether the connection goes without TLS.
+func (c *Config) IsPlaintext() bool { return c.Plaintext }
+
+// CAPlaintext is Istio's rule for the CA client (pkg/istio-agent, createCitadel): an endpoint
+// ending in ":15010", Istiod's plaintext port, is dialled without TLS. The xDS upstream has no such
+// rule: Istio's agent dials it without TLS only when controlPlaneAuthPolicy is NONE
+// (xds_proxy.go, getTLSOptions), whatever the port.
+func CAPlaintext(addr string) bool { return strings.HasSuffix(addr, ":15010") }
 
 // ServerName is the TLS server name that verifies Istiod at addr: istiodSAN (ISTIOD_SAN) when
 // set, else the address's host, with localhost mapped to istiod.istio-system.svc as Istio's agent

@@ -19,20 +19,20 @@ func TestServerName(t *testing.T) {
 	}
 }
 
-// TestIsPlaintext: Istio's agent talks plaintext to Istiod's port 15010 only, unless the auth
-// policy is NONE.
-func TestIsPlaintext(t *testing.T) {
-	for _, tc := range []struct {
-		cfg  Config
-		want bool
-	}{
-		{Config{Address: "istiod.istio-system.svc:15010"}, true},
-		{Config{Address: "istiod.istio-system.svc:15012"}, false},
-		{Config{Address: "istiod.istio-system.svc:15012", Plaintext: true}, true},
-		{Config{Address: "10.0.0.1:150100"}, false},
+// TestCAPlaintext: Istio's CA client talks plaintext to Istiod's port 15010 only
+// (pkg/istio-agent createCitadel); the xDS upstream only with controlPlaneAuthPolicy NONE, which
+// the caller says with Config.Plaintext.
+func TestCAPlaintext(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"istiod.istio-system.svc:15010": true,
+		"istiod.istio-system.svc:15012": false,
+		"10.0.0.1:150100":               false,
 	} {
-		if got := tc.cfg.IsPlaintext(); got != tc.want {
-			t.Errorf("%+v: IsPlaintext %v, want %v", tc.cfg, got, tc.want)
+		if got := CAPlaintext(addr); got != want {
+			t.Errorf("CAPlaintext(%q) = %v, want %v", addr, got, want)
 		}
+	}
+	if (&Config{Address: "istiod.istio-system.svc:15010"}).IsPlaintext() {
+		t.Error("an xDS address on :15010 is plaintext without controlPlaneAuthPolicy NONE")
 	}
 }

@@ -69,14 +69,18 @@ func transport(cfg *Config) (credentials.TransportCredentials, error) {
 	if _, err := roots.get(); err != nil {
 		return nil, err
 	}
-	return credentials.NewTLS(&tls.Config{
+	tc := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		ServerName: cfg.ServerName,
 		// Verification is done in VerifyConnection against the current roots.
 		InsecureSkipVerify:   true,
 		VerifyConnection:     roots.verify(cfg.ServerName),
 		GetClientCertificate: cfg.ClientCertificate,
-	}), nil
+	}
+	if err := applyCompliance(tc, cfg.CompliancePolicy); err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(tc), nil
 }
 
 // tokenCreds sends the bearer token read fresh from a file on every call. Immutable.
