@@ -92,7 +92,7 @@ type istiod struct {
 
 func newIstiod(t testing.TB) *istiod {
 	i := &istiod{t: t, pki: newPKI(t), reqSeen: make(chan struct{}, 1), caches: map[string]*cachev3.LinearCache{}}
-	for _, typ := range []string{fastpath.ClusterType, fastpath.ListenerType, fastpath.NameTableType} {
+	for _, typ := range []string{fastpath.ClusterType, fastpath.ListenerType, fastpath.NameTableType, fastpath.ExtensionConfigType} {
 		i.caches[typ] = cachev3.NewLinearCache(typ)
 	}
 	i.cache = &cachev3.MuxCache{

@@ -103,7 +103,12 @@ func partServices(a *agent) ([]lifecycle.Service, error) {
 		services = append(services, lifecycle.Service{Name: "sds", Run: sds.Run, KeepDuringDrain: true})
 	}
 
-	proxy, err := a.xdsProxy(reg, manager, dnsServer)
+	rewriteECDS, wasmServices, err := a.wasmParts(prefixed) // wasm.go
+	if err != nil {
+		return nil, err
+	}
+	services = append(services, wasmServices...)
+	proxy, err := a.xdsProxy(reg, manager, dnsServer, rewriteECDS)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +223,7 @@ func (a *agent) certParts(reg *metric.Registry) (*certs.Manager, *certs.Server, 
 }
 
 // xdsProxy builds the xDS proxy with its one upstream connection to Istiod.
-func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) (*mux.Proxy, error) {
+func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server, rewriteECDS mux.Rewriter) (*mux.Proxy, error) {
 	env, s := a.env, a.settings
 	addr := s.DiscoveryAddress
 	up := mux.UpstreamConfig{
@@ -249,7 +254,7 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) 
 		agentTypes[fastpath.NameTableType] = func(res [][]byte) error { return d.UpdateNameTable(res[0]) }
 	}
 	return mux.New(mux.Config{
-		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes,
+		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes, RewriteECDS: rewriteECDS,
 		MaxMessageBytes: env.XDSMaxMessageBytes, CloseOnUpstreamLoss: env.XDSCloseOnUpstreamLoss,
 		Logger: a.log.With("part", "xds-proxy"), Registerer: reg,
 	})

@@ -1,0 +1,38 @@
+package main
+
+// The Wasm remote-load conversion: the module cache and the ECDS rewrite it backs.
+
+import (
+	"github.com/wingman-mesh/wingman/cache"
+	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
+	"github.com/wingman-mesh/wingman/internal/metric"
+	"github.com/wingman-mesh/wingman/mux"
+)
+
+// wasmParts builds the module cache from the WASM_* variables and returns the ECDS rewrite for
+// the xDS proxy with the cache's service (the purge loop; it keeps running while Envoy drains,
+// as the proxy does). With ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION=false ECDS is
+// forwarded unchanged, as Istio, and nothing is built.
+func (a *agent) wasmParts(reg *metric.Registry) (mux.Rewriter, []lifecycle.Service, error) {
+	env := a.env
+	if !env.WasmRemoteLoadConversion {
+		return nil, nil, nil
+	}
+	c, err := cache.New(cache.Options{
+		Dir:                   cache.DefaultDir,
+		PurgeInterval:         env.WasmPurgeInterval,
+		ModuleExpiry:          env.WasmModuleExpiry,
+		HTTPRequestTimeout:    env.WasmHTTPRequestTimeout,
+		HTTPRequestMaxRetries: env.WasmHTTPRequestMaxRetries,
+		InsecureRegistries:    env.WasmInsecureRegistries,
+		MaxModuleBytes:        int64(env.WasmMaxBinarySize),
+		BlockedCIDRs:          env.BlockedCIDRsInWasmFetch,
+		Logger:                a.log.With("part", "wasm"),
+		Registerer:            reg,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	svc := lifecycle.Service{Name: "wasm-cache", Run: c.Run, KeepDuringDrain: true}
+	return cache.NewRewriter(c).Rewrite, []lifecycle.Service{svc}, nil
+}
