@@ -38,4 +38,3 @@ func BenchmarkRewriteECDS(b *testing.B) {
 		b.Fatalf("%d fetches", srv.count("/b.wasm"))
 	}
 }
-
