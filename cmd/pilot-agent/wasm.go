@@ -3,6 +3,8 @@ package main
 // The Wasm remote-load conversion: the module cache and the ECDS rewrite it backs.
 
 import (
+	"path/filepath"
+
 	"github.com/wingman-mesh/wingman/cache"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
 	"github.com/wingman-mesh/wingman/internal/metric"
@@ -18,8 +20,15 @@ func (a *agent) wasmParts(reg *metric.Registry) (mux.Rewriter, []lifecycle.Servi
 	if !env.WasmRemoteLoadConversion {
 		return nil, nil, nil
 	}
+	// Istio's /var/lib/istio/data, resolved against the working directory as the agent's other
+	// paths are (Istio's agent runs at /, where it is the same directory); absolute, because the
+	// file names go to Envoy.
+	dir, err := filepath.Abs("." + cache.DefaultDir)
+	if err != nil {
+		return nil, nil, err
+	}
 	c, err := cache.New(cache.Options{
-		Dir:                   cache.DefaultDir,
+		Dir:                   dir,
 		PurgeInterval:         env.WasmPurgeInterval,
 		ModuleExpiry:          env.WasmModuleExpiry,
 		HTTPRequestTimeout:    env.WasmHTTPRequestTimeout,
