@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	httpwasm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
+	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -208,5 +210,32 @@ func TestOCIPullPolicy(t *testing.T) {
 	// Always, explicitly.
 	if b := get("1.0", GetOptions{ResourceVersion: "3", PullPolicy: PullAlways}); !bytes.Equal(b, wasmModule("v2")) {
 		t.Error("Always did not pull again")
+	}
+}
+
+// TestRewriteOCIPullSecret: Istiod carries the WasmPlugin's image pull secret in the VM
+// environment; the agent pulls with it and Envoy never sees it.
+func TestRewriteOCIPullSecret(t *testing.T) {
+	reg := newTestRegistry(t, "puller", "s3cret")
+	mod := wasmModule("secret")
+	digest := push(t, reg, "private/w:1.0", image(t, "docker", mod), remote.WithAuth(basicAuth{"puller", "s3cret"}))
+	secret := fmt.Sprintf(`{"auths":{%q:{"username":"puller","password":"s3cret"}}}`, reg.host)
+	r, _ := newTestRewriter(t, nil)
+	in := plugin("oci://"+reg.host+"/private/w:1.0", digest, map[string]string{envPullSecret: secret, envPullPolicy: "IfNotPresent"}, wasmv3.FailurePolicy_FAIL_CLOSED)
+	out, err := r.Rewrite(ctxT(t), sotwFrame(t, tec(t, "oci", &httpwasm.Wasm{Config: in})), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, m := unpackTEC(t, decodeSotW(t, out).Resources[0])
+	w, ok := m.(*httpwasm.Wasm)
+	if !ok {
+		t.Fatalf("got %T (a fallback?)", m)
+	}
+	vm := w.Config.GetVmConfig()
+	if b, err := os.ReadFile(vm.GetCode().GetLocal().GetFilename()); err != nil || !bytes.Equal(b, mod) {
+		t.Fatalf("local module: %v", err)
+	}
+	if vm.EnvironmentVariables != nil {
+		t.Errorf("the pull secret reached Envoy: %v", vm.EnvironmentVariables)
 	}
 }

@@ -355,3 +355,97 @@ func TestECDSOrderAndAcks(t *testing.T) {
 		t.Errorf("slow module requested %d times", mods.count("/slow.wasm"))
 	}
 }
+
+// TestECDSDeltaOrder: Delta ECDS responses are incremental, so none is superseded: a slow one
+// holds the ones after it (of its type only: the Listener push passes), and they reach the
+// client in Istiod's order.
+func TestECDSDeltaOrder(t *testing.T) {
+	gate := make(chan struct{})
+	mods := newWasmServer(t, map[string]chan struct{}{"/slow.wasm": gate})
+	released := false
+	defer func() {
+		if !released {
+			close(gate)
+		}
+	}()
+	resource := func(name, path string) *discovery.Resource {
+		p := wasmPlugin(mods.URL + path)
+		p.Name = name
+		a, _ := anypb.New(p)
+		return &discovery.Resource{Name: name, Version: "1", Resource: a}
+	}
+	encode := func(nonce, typeURL string, res ...*discovery.Resource) fastpath.Frame {
+		b, err := proto.Marshal(&discovery.DeltaDiscoveryResponse{Nonce: nonce, TypeUrl: typeURL, Resources: res})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fastpath.FrameOf(b)
+	}
+	lds, _ := anypb.New(&discovery.DiscoveryRequest{}) // any payload: the proxy does not look
+	up := newRawUpstream(t, func(ss grpc.ServerStream) error {
+		seen := map[string]bool{}
+		for len(seen) < 2 {
+			var f fastpath.Frame
+			if err := ss.RecvMsg(&f); err != nil {
+				return err
+			}
+			r := &discovery.DeltaDiscoveryRequest{}
+			_ = proto.Unmarshal(f.Data.Materialize(), r)
+			f.Free()
+			seen[r.TypeUrl] = true
+		}
+		send := func(f fastpath.Frame) error { err := ss.SendMsg(&f); f.Free(); return err }
+		if err := send(encode("d1", fastpath.ExtensionConfigType, resource("a", "/slow.wasm"))); err != nil {
+			return err
+		}
+		<-mods.arrived
+		if err := send(encode("d2", fastpath.ListenerType, &discovery.Resource{Name: "l", Version: "1", Resource: lds})); err != nil {
+			return err
+		}
+		if err := send(encode("d3", fastpath.ExtensionConfigType, resource("b", "/fast.wasm"))); err != nil {
+			return err
+		}
+		for {
+			var f fastpath.Frame
+			if err := ss.RecvMsg(&f); err != nil {
+				return nil
+			}
+			f.Free()
+		}
+	})
+	rw := wasmRewrite(t)
+	_, sock := testProxy(t, nil, func(c *Config) {
+		c.Upstream = UpstreamConfig{Address: up.addr, Plaintext: true}
+		c.RewriteECDS = rw
+	})
+	ctx := testCtx(t)
+	s, err := adsClient(t, sock).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.CloseSend()
+	for _, typ := range []string{fastpath.ExtensionConfigType, fastpath.ListenerType} {
+		if err := s.Send(&discovery.DeltaDiscoveryRequest{Node: testNode, TypeUrl: typ, ResourceNamesSubscribe: []string{"*"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Nonce != "d2" {
+		t.Fatalf("first response %s, want the Listener push d2 (not held up by the ECDS fetch)", r.Nonce)
+	}
+	close(gate)
+	released = true
+	for _, want := range []struct{ nonce, name, path string }{{"d1", "a", "/slow.wasm"}, {"d3", "b", "/fast.wasm"}} {
+		r, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Nonce != want.nonce || len(r.Resources) != 1 || r.Resources[0].Name != want.name {
+			t.Fatalf("got %s %v, want %s with %s", r.Nonce, r.Resources, want.nonce, want.name)
+		}
+		localFile(t, r.Resources[0].Resource, want.path)
+	}
+}
