@@ -27,6 +27,9 @@ type Cache struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup // fetch goroutines
 
+	loadOnce sync.Once
+	loadErr  error // set once by load
+
 	mu       sync.Mutex // guards the fields below
 	closed   bool
 	modules  map[string]*module   // by the module's sha256 (hex)
@@ -66,7 +69,7 @@ type flight struct {
 	err  error
 }
 
-// New opens the cache in o.Dir, rebuilding its index from the files there.
+// New returns the cache in o.Dir; its index is rebuilt from the files there on first use.
 func New(o Options) (*Cache, error) {
 	if err := o.setDefaults(); err != nil {
 		return nil, err
@@ -85,26 +88,37 @@ func New(o Options) (*Cache, error) {
 		flights:  map[flightKey]*flight{},
 	}
 	c.base, c.stop = context.WithCancel(context.Background())
-	entries, sizes, err := st.load(o.Logger)
-	if err != nil {
-		return nil, err
-	}
-	now := o.now()
-	for sha, size := range sizes {
-		c.modules[sha] = &module{path: st.modulePath(sha), size: size, last: now, urls: map[string]bool{}}
-	}
-	for _, e := range entries {
-		mod := c.modules[e.Module]
-		if mod == nil {
-			continue
-		}
-		e.versions = map[string]string{}
-		c.byURL[e.URL] = e
-		c.byDigest[digestKey{e.Name, e.Digest}] = e.Module
-		mod.urls[e.URL] = true
-	}
-	c.m.entries.Set(float64(len(c.modules)))
 	return c, nil
+}
+
+// load rebuilds the index from disk, once, on first use: an agent without WasmPlugins never
+// reads the directory, and start-up never waits for modules to be re-hashed.
+func (c *Cache) load() error {
+	c.loadOnce.Do(func() {
+		entries, sizes, err := c.store.load(c.o.Logger)
+		if err != nil {
+			c.loadErr = err
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		now := c.o.now()
+		for sha, size := range sizes {
+			c.modules[sha] = &module{path: c.store.modulePath(sha), size: size, last: now, urls: map[string]bool{}}
+		}
+		for _, e := range entries {
+			mod := c.modules[e.Module]
+			if mod == nil {
+				continue
+			}
+			e.versions = map[string]string{}
+			c.byURL[e.URL] = e
+			c.byDigest[digestKey{e.Name, e.Digest}] = e.Module
+			mod.urls[e.URL] = true
+		}
+		c.m.entries.Set(float64(len(c.modules)))
+	})
+	return c.loadErr
 }
 
 // Run purges expired modules every PurgeInterval until ctx is done, then closes the cache.
@@ -133,6 +147,9 @@ func (c *Cache) Close() {
 
 // Purge removes the modules not used for ModuleExpiry, with their index entries.
 func (c *Cache) Purge() {
+	if c.load() != nil {
+		return
+	}
 	now := c.o.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -160,6 +177,9 @@ func (c *Cache) Purge() {
 // Get returns the local file of the module at downloadURL, fetching it if needed. Callers
 // asking for the same module at once share one fetch; ctx bounds only this caller's wait.
 func (c *Cache) Get(ctx context.Context, downloadURL string, opts GetOptions) (string, error) {
+	if err := c.load(); err != nil {
+		return "", err
+	}
 	u, err := url.Parse(downloadURL)
 	if err != nil {
 		return "", fmt.Errorf("fail to parse Wasm module fetch url: %s, error: %w", downloadURL, err)

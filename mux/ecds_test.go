@@ -124,6 +124,8 @@ func TestECDSWasmThroughProxy(t *testing.T) {
 			ads := adsClient(t, sock)
 			var wg sync.WaitGroup
 			nonces, acksSeen := make(chan string, 10), make(chan struct{})
+			release := sync.OnceFunc(func() { close(acksSeen) })
+			defer func() { release(); wg.Wait() }() // also when the test fails early
 			for range 10 {
 				wg.Go(func() {
 					got, nonce := map[string]*anypb.Any{}, ""
@@ -203,7 +205,7 @@ func TestECDSWasmThroughProxy(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			close(acksSeen)
+			release()
 			wg.Wait()
 			if n := mods.count("/shared.wasm"); n != 1 {
 				t.Errorf("module fetched %d times for 10 streams x 20 plugins, want 1", n)
