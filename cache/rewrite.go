@@ -54,14 +54,14 @@ func (r *Rewriter) Rewrite(ctx context.Context, in fastpath.Frame, delta bool) (
 	defer func() { r.m.conversionDuration.Observe(float64(time.Since(start).Milliseconds())) }()
 	b := frameBytes(in)
 	out, err := r.rewrite(ctx, b, delta)
-	if err != nil || out == nil {
-		if err != nil {
-			in.Free()
-			return fastpath.Frame{}, err
-		}
-		return in, nil
+	switch {
+	case err != nil:
+		in.Free()
+		return fastpath.Frame{}, err
+	case out == nil:
+		return in, nil // nothing to rewrite: the bytes as received
 	}
-	in.Free()
+	in.Free() // out is a copy: b, which may point into in, is no longer used
 	return fastpath.FrameOf(out), nil
 }
 
