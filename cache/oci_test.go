@@ -239,3 +239,40 @@ func TestRewriteOCIPullSecret(t *testing.T) {
 		t.Errorf("the pull secret reached Envoy: %v", vm.EnvironmentVariables)
 	}
 }
+
+// TestInsecureRegistries: a server with a certificate nobody trusts is refused, unless its host
+// is in WASM_INSECURE_REGISTRIES (or "*"), for https modules and for registries alike.
+func TestInsecureRegistries(t *testing.T) {
+	mod := wasmModule("tls")
+	regHandler := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	tlsReg := httptest.NewTLSServer(regHandler)
+	defer tlsReg.Close()
+	regHost := strings.TrimPrefix(tlsReg.URL, "https://")
+	nr, _ := name.ParseReference(regHost + "/wasm/tls:v1")
+	if err := remote.Write(nr, image(t, "oci-compat", mod), remote.WithTransport(tlsReg.Client().Transport)); err != nil {
+		t.Fatal(err)
+	}
+	web := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(mod) }))
+	defer web.Close()
+	webHost := strings.TrimPrefix(web.URL, "https://")
+	urls := []string{web.URL + "/m.wasm", "oci://" + regHost + "/wasm/tls:v1"}
+	strict := newTestCache(t, func(o *Options) { o.HTTPRequestMaxRetries = 1 })
+	for _, u := range urls {
+		if _, err := strict.Get(ctxT(t), u, GetOptions{}); err == nil {
+			t.Errorf("%s: fetched from an untrusted server without WASM_INSECURE_REGISTRIES", u)
+		}
+	}
+	for _, insecure := range [][]string{{webHost, regHost}, {"*"}} {
+		c := newTestCache(t, func(o *Options) { o.InsecureRegistries = insecure })
+		for _, u := range urls {
+			p, err := c.Get(ctxT(t), u, GetOptions{})
+			if err != nil {
+				t.Errorf("%s with %v insecure: %v", u, insecure, err)
+				continue
+			}
+			if b, _ := os.ReadFile(p); !bytes.Equal(b, mod) {
+				t.Errorf("%s: module differs", u)
+			}
+		}
+	}
+}
