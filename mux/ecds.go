@@ -37,6 +37,7 @@ type ecdsQueue struct {
 	seq    uint64             // of the newest job queued
 	cancel context.CancelFunc // of the rewrite in progress, nil when none
 	wake   chan struct{}      // capacity 1, made on first use
+	closed bool               // ecdsLoop has ended: later responses are freed at once
 }
 
 func (q *ecdsQueue) wakeLocked() chan struct{} {
@@ -54,6 +55,12 @@ func (s *session) queueECDS(f fastpath.Frame, nonce, version string, pd *pending
 	s.mu.Unlock()
 	q := &s.ecds
 	q.mu.Lock()
+	if q.closed { // the session is ending
+		q.mu.Unlock()
+		f.Free()
+		s.recyclePD(pd)
+		return nil
+	}
 	q.seq++
 	job := ecdsJob{frame: f, nonce: nonce, version: version, pd: pd, gen: gen, seq: q.seq}
 	if !s.proto.delta() {
@@ -103,9 +110,10 @@ func (q *ecdsQueue) finish(job ecdsJob, delta bool) (superseded bool) {
 	return !delta && q.seq != job.seq
 }
 
-// drain frees what is still queued when the session ends.
-func (q *ecdsQueue) drain() {
+// close frees what is still queued when the session ends, and what comes after.
+func (q *ecdsQueue) close() {
 	q.mu.Lock()
+	q.closed = true
 	for _, j := range q.jobs {
 		j.frame.Free()
 	}
@@ -115,7 +123,7 @@ func (q *ecdsQueue) drain() {
 
 // ecdsLoop rewrites queued ECDS responses in order and forwards them, or NACKs them upstream.
 func (s *session) ecdsLoop(ctx context.Context) error {
-	defer s.ecds.drain()
+	defer s.ecds.close()
 	var p fastpath.Peeker
 	delta := s.proto.delta()
 	for {
