@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -435,4 +436,20 @@ func TestNamesStayInsideTheDirectory(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestModesWhateverTheUmask(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	srv := newModuleServer(t)
+	c := newTestCache(t, nil)
+	p, err := c.Get(ctxT(t), srv.serve("/u.wasm", wasmModule("u")), GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(p)
+	di, _ := os.Stat(filepath.Dir(p))
+	if fi.Mode().Perm() != 0o644 || di.Mode().Perm() != 0o755 {
+		t.Errorf("with umask 077: file %v, dir %v; want 0644 in 0755", fi.Mode().Perm(), di.Mode().Perm())
+	}
 }

@@ -67,7 +67,11 @@ func (s *store) removeEntry(url string) { _ = os.Remove(s.entryPath(url)) }
 func writeAtomic(p string, b []byte) error {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("wasm cache: %w", err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // whatever the umask: Envoy reads the tree
 		return fmt.Errorf("wasm cache: %w", err)
 	}
 	tmp := filepath.Join(filepath.Dir(p), ".tmp-"+hex.EncodeToString(rnd[:]))
