@@ -15,7 +15,8 @@ import (
 // stream still reach the client in the order Istiod sent them. In state of the world a newer
 // response supersedes an older one not yet forwarded (the older one's rewrite is cancelled and
 // its result dropped; never the reverse), as the out queue coalesces; Delta responses are
-// incremental and are all forwarded, in order. The nonce Envoy ACKs is the one of the response
+// incremental and are all forwarded, in order, except those of an upstream stream that was
+// lost (the replay has Istiod send them again), whose rewrite is cancelled. The nonce Envoy ACKs is the one of the response
 // it got, so Istiod's ACK or NACK always belongs to what Envoy holds; a response the rewrite
 // cannot decode is NACKed upstream by the agent, with the last version the client accepted,
 // and never forwarded (Istio: rewriteAndForward, but per stream, not global: istio/istio#49847).
@@ -36,6 +37,7 @@ type ecdsQueue struct {
 	jobs   []ecdsJob
 	seq    uint64             // of the newest job queued
 	cancel context.CancelFunc // of the rewrite in progress, nil when none
+	curGen uint64             // upstream generation of the rewrite in progress
 	wake   chan struct{}      // capacity 1, made on first use
 	closed bool               // ecdsLoop has ended: later responses are freed at once
 }
@@ -63,18 +65,31 @@ func (s *session) queueECDS(f fastpath.Frame, nonce, version string, pd *pending
 	}
 	q.seq++
 	job := ecdsJob{frame: f, nonce: nonce, version: version, pd: pd, gen: gen, seq: q.seq}
-	if !s.proto.delta() {
-		for _, old := range q.jobs { // superseded before its rewrite started
-			old.frame.Free()
+	// Superseded (state of the world: any older response; Delta: one from a lost upstream
+	// stream, which the replay has Istiod send again): dropped before its rewrite starts, or
+	// its rewrite cancelled.
+	delta := s.proto.delta()
+	var dropped []ecdsJob
+	kept := q.jobs[:0]
+	for _, old := range q.jobs {
+		if !delta || old.gen != gen {
+			dropped = append(dropped, old)
+			continue
 		}
-		q.jobs = q.jobs[:0]
-		if q.cancel != nil {
-			q.cancel() // superseded during its rewrite
-		}
+		kept = append(kept, old)
+	}
+	clear(q.jobs[len(kept):])
+	q.jobs = kept
+	if q.cancel != nil && (!delta || q.curGen != gen) {
+		q.cancel()
 	}
 	q.jobs = append(q.jobs, job)
 	signal(q.wakeLocked())
 	q.mu.Unlock()
+	for _, old := range dropped {
+		old.frame.Free()
+		s.recyclePD(old.pd)
+	}
 	return nil
 }
 
@@ -87,7 +102,7 @@ func (q *ecdsQueue) next(ctx context.Context) (ecdsJob, context.Context, bool) {
 			q.jobs[0] = ecdsJob{}
 			q.jobs = q.jobs[1:]
 			jctx, cancel := context.WithCancel(ctx)
-			q.cancel = cancel
+			q.cancel, q.curGen = cancel, job.gen
 			q.mu.Unlock()
 			return job, jctx, true
 		}

@@ -451,3 +451,80 @@ func TestECDSDeltaOrder(t *testing.T) {
 		localFile(t, r.Resources[0].Resource, want.path)
 	}
 }
+
+// TestECDSPendingAcrossReconnect: a Delta ECDS response still being rewritten when its upstream
+// stream is lost is dropped, its rewrite cancelled (the client never acknowledged it, so the
+// replay has Istiod send it again); the new stream's response does not wait for the old fetch.
+func TestECDSPendingAcrossReconnect(t *testing.T) {
+	gate := make(chan struct{})
+	mods := newWasmServer(t, map[string]chan struct{}{"/slow.wasm": gate})
+	released := false
+	defer func() {
+		if !released {
+			close(gate)
+		}
+	}()
+	encode := func(nonce, path string) fastpath.Frame {
+		p := wasmPlugin(mods.URL + path)
+		p.Name = "a"
+		a, _ := anypb.New(p)
+		b, err := proto.Marshal(&discovery.DeltaDiscoveryResponse{Nonce: nonce, TypeUrl: fastpath.ExtensionConfigType,
+			Resources: []*discovery.Resource{{Name: "a", Version: nonce, Resource: a}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fastpath.FrameOf(b)
+	}
+	var streams atomic.Int32
+	up := newRawUpstream(t, func(ss grpc.ServerStream) error {
+		var f fastpath.Frame
+		if err := ss.RecvMsg(&f); err != nil {
+			return err
+		}
+		f.Free()
+		if streams.Add(1) == 1 {
+			first := encode("old", "/slow.wasm")
+			err := ss.SendMsg(&first)
+			first.Free()
+			if err != nil {
+				return err
+			}
+			<-mods.arrived
+			return fmt.Errorf("stream lost") // while the module is still downloading
+		}
+		next := encode("new", "/fast.wasm")
+		err := ss.SendMsg(&next)
+		next.Free()
+		if err != nil {
+			return err
+		}
+		<-ss.Context().Done()
+		return nil
+	})
+	rw := wasmRewrite(t)
+	_, sock := testProxy(t, nil, func(c *Config) {
+		c.Upstream = UpstreamConfig{Address: up.addr, Plaintext: true}
+		c.RewriteECDS = rw
+	})
+	ctx := testCtx(t)
+	s, err := adsClient(t, sock).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.CloseSend()
+	if err := s.Send(&discovery.DeltaDiscoveryRequest{Node: testNode, TypeUrl: fastpath.ExtensionConfigType, ResourceNamesSubscribe: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Nonce != "new" {
+		t.Fatalf("client got %s first, want the new stream's response", r.Nonce)
+	}
+	localFile(t, r.Resources[0].Resource, "/fast.wasm")
+	// ecdsLoop is sequential: "new" was forwarded only after the old response was dropped, so
+	// the old one can no longer reach the client.
+	close(gate)
+	released = true
+}
