@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -350,6 +351,12 @@ func (c *Cache) download(u *url.URL, downloadURL, name, checksum string, opts Ge
 	defer c.mu.Unlock()
 	mod := c.modules[sha]
 	if mod == nil {
+		// A purge may have removed this content (an expired entry) since it was written.
+		if _, err := os.Stat(path); err != nil {
+			if path, err = c.store.writeModule(sha, b); err != nil {
+				return "", err
+			}
+		}
 		mod = &module{path: path, size: int64(len(b)), urls: map[string]bool{}}
 		c.modules[sha] = mod
 	}
