@@ -259,7 +259,7 @@ func (c *Cache) lookupLocked(u *url.URL, downloadURL, name, checksum string, opt
 		}
 		if policy == PullAlways {
 			// Pull again only when the WasmPlugin changed since this resource's last pull.
-			if v, ok := e.versions[opts.ResourceName]; !ok || v != opts.ResourceVersion {
+			if e.versions[opts.ResourceName] != opts.ResourceVersion {
 				return ""
 			}
 		}
