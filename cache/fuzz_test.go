@@ -9,6 +9,7 @@ import (
 	netwasm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/wasm/v3"
 	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -16,8 +17,9 @@ import (
 )
 
 // FuzzRewriteECDS feeds arbitrary ECDS responses (SotW and Delta) to the rewrite backed by a
-// real cache and module server: it must never panic, and whatever it returns must parse as the
-// response type with the same number of resources.
+// real cache and module server: it must never panic; bytes that are not protobuf must be refused
+// (the proxy NACKs them); whatever it returns must parse as the response type with the same
+// number of resources.
 func FuzzRewriteECDS(f *testing.F) {
 	srv := newModuleServer(f)
 	mod := wasmModule("fuzz")
@@ -50,6 +52,9 @@ func FuzzRewriteECDS(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if !wireValid(b) {
+			t.Fatalf("a response that is not protobuf was accepted: %x", b)
+		}
 		got := out.Data.Materialize()
 		var n, m int
 		if delta {
@@ -75,4 +80,17 @@ func FuzzRewriteECDS(f *testing.F) {
 			t.Fatalf("%d resources in, %d out", n, m)
 		}
 	})
+}
+
+// wireValid reports whether b is a sequence of well-formed protobuf fields (what any
+// DiscoveryResponse is, at the top level).
+func wireValid(b []byte) bool {
+	for len(b) > 0 {
+		_, _, n := protowire.ConsumeField(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }
