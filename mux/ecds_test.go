@@ -528,3 +528,49 @@ func TestECDSPendingAcrossReconnect(t *testing.T) {
 	close(gate)
 	released = true
 }
+
+// TestECDSFetchDoesNotBlockOtherStreams: one stream's module download does not hold up another
+// stream's ECDS response.
+func TestECDSFetchDoesNotBlockOtherStreams(t *testing.T) {
+	gate := make(chan struct{})
+	mods := newWasmServer(t, map[string]chan struct{}{"/slow.wasm": gate})
+	released := false
+	defer func() {
+		if !released {
+			close(gate)
+		}
+	}()
+	i := newIstiod(t)
+	rw := wasmRewrite(t)
+	_, sock := testProxy(t, i, func(c *Config) { c.RewriteECDS = rw })
+	ctx := testCtx(t)
+	slow, fast := wasmPlugin(mods.URL+"/slow.wasm"), wasmPlugin(mods.URL+"/fast.wasm")
+	slow.Name, fast.Name = "slow", "fast"
+	i.caches[fastpath.ExtensionConfigType].SetResources(map[string]types.Resource{"slow": slow, "fast": fast})
+	ads := adsClient(t, sock)
+	open := func(name string) discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient {
+		s, err := ads.StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.CloseSend() })
+		if err := s.Send(&discovery.DiscoveryRequest{Node: testNode, TypeUrl: fastpath.ExtensionConfigType, ResourceNames: []string{name}}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a := open("slow")
+	<-mods.arrived // stream a's fetch is under way and will not finish until released
+	b := open("fast")
+	r, err := b.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	localFile(t, r.Resources[0], "/fast.wasm")
+	close(gate)
+	released = true
+	if r, err = a.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	localFile(t, r.Resources[0], "/slow.wasm")
+}
