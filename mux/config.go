@@ -17,7 +17,10 @@ import (
 type Handler func(resources [][]byte) error
 
 // Rewriter may replace an ECDS response before it is forwarded (the Wasm remote-load rewrite).
-// It owns in and returns the frame to forward. It runs in line, so responses keep their order.
+// It owns in and returns the frame to forward; an error NACKs the response upstream and it is
+// not forwarded. It runs on the session's ECDS goroutine (ecds.go), so it may wait (a module
+// fetch) without holding up other types or streams; ECDS responses keep their order. It stops
+// early, returning an error, when ctx is done (the response was superseded).
 type Rewriter func(ctx context.Context, in fastpath.Frame, delta bool) (fastpath.Frame, error)
 
 // Config is everything the proxy needs; cmd/ builds it from flags and environment.

@@ -55,7 +55,7 @@ type istiod struct {
 
 func newIstiod(t testing.TB) *istiod {
 	i := &istiod{t: t, reqSeen: make(chan struct{}, 1), caches: map[string]*cachev3.LinearCache{}}
-	types := []string{fastpath.ClusterType, fastpath.ListenerType, fastpath.NameTableType, fastpath.HealthInfoType}
+	types := []string{fastpath.ClusterType, fastpath.ListenerType, fastpath.NameTableType, fastpath.HealthInfoType, fastpath.ExtensionConfigType}
 	cb := serverv3.CallbackFuncs{
 		StreamRequestFunc: func(_ int64, r *discovery.DiscoveryRequest) error {
 			i.mu.Lock()

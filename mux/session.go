@@ -66,6 +66,8 @@ type session struct {
 	order   []string // type URLs in first-seen order: replays go in the client's order
 	freePD  []*pendingDelta
 	claimed bool // this session carries the agent's own subscriptions
+
+	ecds ecdsQueue // ECDS responses waiting for the Wasm rewrite (ecds.go); own lock
 }
 
 func newSession(p *Proxy, proto protocol, down downstream) *session {
@@ -98,6 +100,9 @@ func (s *session) run(ctx context.Context) error {
 	s.p.goTracked(func() { cancel(s.recvLoop(ctx)) })
 	wg.Go(func() { cancel(s.sendLoop(ctx)) })
 	wg.Go(func() { cancel(s.upstreamLoop(ctx)) })
+	if s.p.cfg.RewriteECDS != nil {
+		wg.Go(func() { cancel(s.ecdsLoop(ctx)) }) // ecds.go
+	}
 	<-ctx.Done()
 	wg.Wait()
 	s.reqQ.close()
@@ -428,10 +433,7 @@ func (s *session) onResponse(ctx context.Context, p *fastpath.Peeker, f fastpath
 		return s.consume(p, f, typeURL, nonce, version)
 	}
 	if typeURL == fastpath.ExtensionConfigType && s.p.cfg.RewriteECDS != nil {
-		if f, err = s.p.cfg.RewriteECDS(ctx, f, s.proto.delta()); err != nil {
-			s.recyclePD(pd)
-			return errUpstreamViolation{fmt.Errorf("ECDS rewrite: %w", err)}
-		}
+		return s.queueECDS(f, nonce, version, pd, gen) // ecds.go: off this goroutine, in order
 	}
 	s.mu.Lock()
 	t.lastNonce, t.nonceGen = nonce, gen

@@ -435,10 +435,9 @@ func TestStartupLatency(t *testing.T) {
 		if err != nil {
 			t.Fatalf("agent: %v\n%s", err, errb)
 		}
-		if !ok {
-			t.Fatal("the SDS socket never appeared")
+		if ok { // the socket lives only until the agent exits; a loaded machine can miss it
+			sds = append(sds, at.Sub(t0))
 		}
-		sds = append(sds, at.Sub(t0))
 		b, err := os.ReadFile(stamp)
 		if err != nil {
 			t.Fatal(err)
@@ -468,6 +467,9 @@ func TestStartupLatency(t *testing.T) {
 	slices.Sort(runs)
 	slices.Sort(base)
 	slices.Sort(sds)
+	if len(sds) == 0 {
+		t.Fatal("the SDS socket never appeared in 20 runs")
+	}
 	t.Logf("process start -> SDS socket accepting: median %v (min %v, max %v, n=%d)", sds[len(sds)/2], sds[0], sds[len(sds)-1], len(sds))
 	t.Logf("process start -> envoy exec'd with bootstrap written: median %v (min %v, max %v, n=%d); "+
 		"stand-in exec'd directly: median %v; agent's share: %v",

@@ -116,7 +116,12 @@ func partServices(a *agent, envoy *supervisor.Supervisor) ([]lifecycle.Service, 
 		services = append(services, lifecycle.Service{Name: "sds", Run: sds.Run, KeepDuringDrain: true})
 	}
 
-	proxy, err := a.xdsProxy(reg, manager, dnsServer)
+	rewriteECDS, wasmServices, err := a.wasmParts(prefixed) // wasm.go
+	if err != nil {
+		return nil, err
+	}
+	services = append(services, wasmServices...)
+	proxy, err := a.xdsProxy(reg, manager, dnsServer, rewriteECDS)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +246,7 @@ func (a *agent) certParts(reg *metric.Registry) (*certs.Manager, *certs.Server, 
 }
 
 // xdsProxy builds the xDS proxy with its one upstream connection to Istiod.
-func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) (*mux.Proxy, error) {
+func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server, rewriteECDS mux.Rewriter) (*mux.Proxy, error) {
 	env, s := a.env, a.settings
 	up := mux.UpstreamConfig{
 		Address: s.DiscoveryAddress, Plaintext: s.ControlPlaneAuthPolicy == "NONE",
@@ -275,7 +280,7 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server) 
 		agentTypes[fastpath.ProxyConfigType] = pcdsHandler(m)
 	}
 	return mux.New(mux.Config{
-		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes,
+		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes, RewriteECDS: rewriteECDS,
 		MaxMessageBytes: env.XDSMaxMessageBytes, CloseOnUpstreamLoss: env.XDSCloseOnUpstreamLoss,
 		ReportHealth: a.proxyConfig.GetReadinessProbe() != nil,
 		Downstream: mux.DownstreamLimits{MaxRecvMsgBytes: env.GRPCMaxRecvMsgSize, MaxConcurrentStreams: uint32(env.GRPCMaxStreams),

@@ -168,6 +168,7 @@ func Run(ctx context.Context, o Options) ([]Outcome, error) {
 		{"readiness", d.readiness},
 		{"proxyless grpc", d.proxyless},
 		{"bad resource", d.badResource},
+		{"wasm", d.wasm}, // wasm.go
 		{"rotation", d.rotation},
 		{"shutdown", d.shutdown},
 	}

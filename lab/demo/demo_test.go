@@ -35,7 +35,7 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"build", "control plane", "agent", "certificate", "envoy config", "dns", "readiness",
-		"proxyless grpc", "bad resource", "rotation", "shutdown"}
+		"proxyless grpc", "bad resource", "wasm", "rotation", "shutdown"}
 	if len(outcomes) != len(want) {
 		t.Fatalf("%d steps ran, want %d: %+v", len(outcomes), len(want), outcomes)
 	}

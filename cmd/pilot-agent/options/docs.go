@@ -102,6 +102,7 @@ var Documented = []Group{
 		{"WASM_HTTP_REQUEST_TIMEOUT", "15s", "Wasm download timeout"},
 		{"WASM_HTTP_REQUEST_MAX_RETRIES", "5", "Wasm download retries"},
 		{"BLOCKED_CIDRS_IN_WASM_FETCH", "", "CIDRs Wasm downloads may not reach (comma-separated)"},
+		{"ISTIO_WASM_MAX_BINARY_SIZE_BYTES", "268435456", "largest Wasm module fetched or decompressed"},
 		{"GRPC_KEEPALIVE_INTERVAL", "30s", "gRPC keepalive interval (to istiod, the CA, and on the XDS socket)"},
 		{"GRPC_KEEPALIVE_TIMEOUT", "10s", "gRPC keepalive timeout"},
 		{"ISTIO_GPRC_MAXSTREAMS", "100000", "max concurrent streams per Envoy connection on the XDS socket (sic)"},

@@ -92,6 +92,7 @@ type Env struct {
 	WasmHTTPRequestTimeout    time.Duration
 	WasmHTTPRequestMaxRetries int
 	BlockedCIDRsInWasmFetch   []netip.Prefix
+	WasmMaxBinarySize         int
 	GRPCKeepaliveInterval     time.Duration
 	GRPCKeepaliveTimeout      time.Duration
 	GRPCMaxStreams            int
@@ -233,6 +234,7 @@ func parse(environ []string, record bool) (*Env, map[string]bool, error) {
 	e.WasmHTTPRequestTimeout = p.duration("WASM_HTTP_REQUEST_TIMEOUT", 15*time.Second)
 	e.WasmHTTPRequestMaxRetries = p.integer("WASM_HTTP_REQUEST_MAX_RETRIES", 5, 0, 1000)
 	e.BlockedCIDRsInWasmFetch = p.prefixes("BLOCKED_CIDRS_IN_WASM_FETCH")
+	e.WasmMaxBinarySize = p.integer("ISTIO_WASM_MAX_BINARY_SIZE_BYTES", 256<<20, 1, 1<<40)
 	e.GRPCKeepaliveInterval = p.duration("GRPC_KEEPALIVE_INTERVAL", 30*time.Second)
 	e.GRPCKeepaliveTimeout = p.duration("GRPC_KEEPALIVE_TIMEOUT", 10*time.Second)
 	e.GRPCMaxStreams = p.integer("ISTIO_GPRC_MAXSTREAMS", 100000, 1, 1<<31-1)
