@@ -2,11 +2,8 @@ package istiod
 
 import (
 	"crypto/tls"
-	"net"
 	"path/filepath"
 	"testing"
-
-	"google.golang.org/grpc/credentials"
 )
 
 // negotiate handshakes a client with COMPLIANCE_POLICY policy against a server configured by
@@ -21,32 +18,7 @@ func negotiate(t *testing.T, policy string, server *tls.Config) (tls.ConnectionS
 		t.Fatal(err)
 	}
 	server.Certificates = []tls.Certificate{serving}
-	server.NextProtos = []string{"h2"}
-	lis, err := tls.Listen("tcp", "127.0.0.1:0", server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if c, err := lis.Accept(); err == nil {
-			_ = c.(*tls.Conn).Handshake()
-			_ = c.Close()
-		}
-	}()
-	defer func() { <-done }()
-	raw, err := net.Dial("tcp", lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	conn, info, err := creds.ClientHandshake(t.Context(), "istiod.istio-system.svc", raw)
-	if err != nil {
-		return tls.ConnectionState{}, err
-	}
-	conn.Close()
-	return info.(credentials.TLSInfo).State, nil
+	return handshakeWith(t, creds, "istiod.istio-system.svc", server)
 }
 
 // TestCompliancePolicy: the agent's own TLS to Istiod and the CA follows COMPLIANCE_POLICY as

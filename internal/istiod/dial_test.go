@@ -175,7 +175,16 @@ func pki(t *testing.T, name string) (rootPEM string, serving tls.Certificate) {
 // handshake runs one client handshake with creds against a TLS server presenting serving.
 func handshake(t *testing.T, creds credentials.TransportCredentials, serverName string, serving tls.Certificate) error {
 	t.Helper()
-	lis, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{serving}, NextProtos: []string{"h2"}})
+	_, err := handshakeWith(t, creds, serverName, &tls.Config{Certificates: []tls.Certificate{serving}})
+	return err
+}
+
+// handshakeWith runs one client handshake with creds against a TLS server configured by server
+// and returns what the client negotiated.
+func handshakeWith(t *testing.T, creds credentials.TransportCredentials, serverName string, server *tls.Config) (tls.ConnectionState, error) {
+	t.Helper()
+	server.NextProtos = []string{"h2"}
+	lis, err := tls.Listen("tcp", "127.0.0.1:0", server)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,11 +203,12 @@ func handshake(t *testing.T, creds credentials.TransportCredentials, serverName 
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	conn, _, err := creds.ClientHandshake(t.Context(), serverName, raw)
-	if err == nil {
-		conn.Close()
+	conn, info, err := creds.ClientHandshake(t.Context(), serverName, raw)
+	if err != nil {
+		return tls.ConnectionState{}, err
 	}
-	return err
+	conn.Close()
+	return info.(credentials.TLSInfo).State, nil
 }
 
 // TestRootsReloaded: the roots are read again when their file changes, so a root rotation takes

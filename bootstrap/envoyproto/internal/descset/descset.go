@@ -6,10 +6,7 @@
 package descset
 
 import (
-	"bytes"
-	"compress/gzip"
 	"fmt"
-	"slices"
 
 	_ "github.com/cncf/xds/go/udpa/type/v1"
 	_ "github.com/cncf/xds/go/xds/type/v3"
@@ -30,11 +27,10 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/descriptorpb"
+
+	gen "github.com/wingman-mesh/wingman/internal/descset"
 )
 
 // Packages are the proto packages whose messages the validator must know: the bootstrap and every
@@ -99,29 +95,5 @@ func Build() ([]byte, error) {
 			return true
 		})
 	}
-	paths := make([]string, 0, len(seen))
-	for p := range seen {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	set := &descriptorpb.FileDescriptorSet{}
-	for _, p := range paths {
-		set.File = append(set.File, protodesc.ToFileDescriptorProto(seen[p]))
-	}
-	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(set)
-	if err != nil {
-		return nil, fmt.Errorf("marshal descriptor set: %w", err)
-	}
-	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := zw.Write(raw); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return gen.Files(seen).Encode()
 }

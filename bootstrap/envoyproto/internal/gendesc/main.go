@@ -3,24 +3,8 @@
 package main
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/wingman-mesh/wingman/bootstrap/envoyproto/internal/descset"
+	gen "github.com/wingman-mesh/wingman/internal/descset"
 )
 
-func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: gendesc OUTPUT")
-		os.Exit(2)
-	}
-	b, err := descset.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if err := os.WriteFile(os.Args[1], b, 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+func main() { gen.Generate(descset.Build) }
