@@ -2,9 +2,10 @@ package certs
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/wingman-mesh/wingman/internal/atomicfile"
 )
 
 // writeOutput writes key.pem, cert-chain.pem and root-cert.pem to OutputCertsDir when set.
@@ -33,31 +34,5 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 			return nil
 		}
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	name := tmp.Name()
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(mode)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		_ = os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, mode, atomicfile.Options{Sync: true})
 }

@@ -19,13 +19,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/wingman-mesh/wingman/internal/clock"
+
+	"github.com/wingman-mesh/wingman/internal/atomicfile"
 )
 
 // DefaultMetadataHost is the metadata server's address when GCE_METADATA_HOST is unset.
@@ -120,7 +120,7 @@ func (f *Fetcher) Fetch(ctx context.Context) error {
 	if token == "" {
 		return fmt.Errorf("gce token from metadata server %s: empty answer", f.cfg.MetadataHost)
 	}
-	if err := writeAtomic(f.cfg.Path, []byte(token)); err != nil {
+	if err := atomicfile.Write(f.cfg.Path, []byte(token), 0o640, atomicfile.Options{}); err != nil {
 		return fmt.Errorf("gce token: writing %s: %w", f.cfg.Path, err)
 	}
 	exp, _ := Expiry(token)
@@ -191,28 +191,4 @@ func Expiry(token string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("JWT exp %q is not a plausible Unix time", claims.Exp.String())
 	}
 	return time.Unix(int64(secs), 0), nil
-}
-
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, ".token-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o640); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

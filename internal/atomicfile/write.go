@@ -1,0 +1,53 @@
+// Package atomicfile replaces files so that a reader sees the old content or the new, never a
+// partial file: the data goes to a temporary file in the same directory, which is renamed over
+// the target.
+package atomicfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Options tune Write.
+type Options struct {
+	// DirMode creates missing parent directories with this mode (0 means 0755).
+	DirMode os.FileMode
+	// Sync flushes the data to disk before the rename (for files that must survive a crash).
+	Sync bool
+}
+
+// Write replaces path with data, mode mode (set explicitly, whatever the umask). The temporary
+// file is ".<name>.tmp-*" in the same directory and is removed on failure.
+func Write(path string, data []byte, mode os.FileMode, o Options) error {
+	if o.DirMode == 0 {
+		o.DirMode = 0o755
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, o.DirMode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil && o.Sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
