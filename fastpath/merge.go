@@ -3,6 +3,7 @@ package fastpath
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/mem"
 )
@@ -37,6 +38,18 @@ func (p *Peeker) MergeDeltaResponses(dst []byte, older, newer mem.BufferSlice) (
 	if err != nil {
 		return dst, fmt.Errorf("newer response: %w", err)
 	}
+	// Size the result first, so a merged message holds no slack (it may wait long in a queue).
+	kept := 0
+	err = p.walkDeltaNames(older, func(_ int, name []byte, _ *Cursor, n int) error {
+		if _, ok := names[string(name)]; !ok {
+			kept += 1 + varintLen(uint64(n)) + n
+		}
+		return nil
+	})
+	if err != nil {
+		return dst, fmt.Errorf("older response: %w", err)
+	}
+	dst = slices.Grow(dst, kept+newer.Len()) // newer re-encoded is never longer than it came
 	// Older's surviving resources go first, its surviving removals last: a name is in at most
 	// one of the three groups, so the order between groups changes nothing for the client.
 	var removals []byte
@@ -51,7 +64,7 @@ func (p *Peeker) MergeDeltaResponses(dst []byte, older, newer mem.BufferSlice) (
 		if field == drespResources {
 			dst = appendBytesField(dst, field, b)
 		} else {
-			removals = appendBytesField(removals, field, b)
+			removals = appendBytesField(removals, field, b) // names only: small
 		}
 		return nil
 	})

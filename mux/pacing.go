@@ -118,7 +118,7 @@ func pacerOf(ctx context.Context) *pacedConn {
 func deltaMerger() merger {
 	var p fastpath.Peeker
 	return func(older, newer fastpath.Frame) (fastpath.Frame, error) {
-		b, err := p.MergeDeltaResponses(make([]byte, 0, older.Len()+newer.Len()), older.Data, newer.Data)
+		b, err := p.MergeDeltaResponses(nil, older.Data, newer.Data) // sized exactly
 		if err != nil {
 			return fastpath.Frame{}, err
 		}
