@@ -72,6 +72,13 @@ func (deltaProto) onRequestLocked(s *session, p *fastpath.Peeker, f fastpath.Fra
 func ackLocked(s *session, t *typeState, nonce string, accepted bool) {
 	idx := slices.IndexFunc(t.pending, func(pd *pendingDelta) bool { return pd.nonce == nonce })
 	if idx < 0 {
+		// An answer to a response folded into a later record (deltafold.go): an ACK is left to
+		// the answer to that record; a NACK drops it unapplied.
+		folded := slices.IndexFunc(t.pending, func(pd *pendingDelta) bool { return slices.Contains(pd.folded, nonce) })
+		if folded >= 0 && !accepted {
+			s.freePD = append(s.freePD, t.pending[:folded+1]...)
+			t.pending = slices.Delete(t.pending, 0, folded+1)
+		}
 		return
 	}
 	for _, pd := range t.pending[:idx+1] {
@@ -122,6 +129,7 @@ func (deltaProto) recordResponseLocked(t *typeState, _, _ string, pd *pendingDel
 		t.pending = slices.Delete(t.pending, 0, 1)
 	}
 	t.pending = append(t.pending, pd)
+	foldPendingLocked(t)
 }
 
 func (deltaProto) subscribe(typeURL string) []byte {
