@@ -29,8 +29,8 @@ type typeState struct {
 type pendingDelta struct {
 	nonce   string
 	folded  []string // nonces of earlier responses folded into this one (deltafold.go)
-	arena   []byte // names and versions, back to back
-	updated []span // pairs: name, version
+	arena   []byte   // names and versions, back to back
+	updated []span   // pairs: name, version
 	removed []span
 }
 
