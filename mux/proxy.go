@@ -149,7 +149,7 @@ type QueueStats struct {
 	Streams                     int
 	Requests, Responses         int // bytes waiting now
 	PeakRequests, PeakResponses int // the most ever waiting on one stream
-	MergedResponses             int // Delta responses merged into a pending one of their type
+	SupersededResponses         int // responses replaced (SotW) or merged into (Delta) by a newer one before delivery
 }
 
 // Stats reports the bytes queued in each direction.
@@ -161,10 +161,10 @@ func (p *Proxy) Stats() QueueStats {
 		b, peak, _ := s.reqQ.stats()
 		st.Requests += b
 		st.PeakRequests = max(st.PeakRequests, peak)
-		b, peak, merged := s.outQ.stats()
+		b, peak, superseded := s.outQ.stats()
 		st.Responses += b
 		st.PeakResponses = max(st.PeakResponses, peak)
-		st.MergedResponses += merged
+		st.SupersededResponses += superseded
 	}
 	return st
 }

@@ -34,12 +34,12 @@ type queue struct {
 	limit int    // immutable after newQueue
 	merge merger // immutable after newQueue; nil: no merging
 
-	mu     sync.Mutex // guards the fields below
-	items  []item
-	bytes  int
-	peak   int
-	merged int // messages merged into a pending one
-	closed bool
+	mu         sync.Mutex // guards the fields below
+	items      []item
+	bytes      int
+	peak       int
+	superseded int // pending messages a newer one of their type replaced (coalesced) or merged into
+	closed     bool
 
 	ready chan struct{} // capacity 1: signalled when an item is added or the queue closes
 	room  chan struct{} // capacity 1: signalled when bytes are released or the queue closes
@@ -71,6 +71,7 @@ func (q *queue) tryPush(it item) (bool, error) {
 				q.bytes -= q.items[i].frame.Len()
 				q.items[i].frame.Free()
 				q.items = append(q.items[:i], q.items[i+1:]...)
+				q.superseded++
 				break
 			}
 		}
@@ -107,7 +108,7 @@ func (q *queue) mergeLocked(it item) (done, mergeable bool) {
 		old.frame.Free()
 		it.frame.Free()
 		old.frame = m
-		q.merged++
+		q.superseded++
 		return true, true
 	}
 	return false, true
@@ -178,9 +179,9 @@ func (q *queue) close() {
 	signal(q.ready)
 }
 
-// stats returns the bytes pending now, the most ever pending and the messages merged.
-func (q *queue) stats() (bytes, peak, merged int) {
+// stats returns the bytes pending now, the most ever pending and the messages superseded.
+func (q *queue) stats() (bytes, peak, superseded int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.bytes, q.peak, q.merged
+	return q.bytes, q.peak, q.superseded
 }

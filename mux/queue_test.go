@@ -173,8 +173,8 @@ func TestQueueMergesPerType(t *testing.T) {
 	if want := []string{"c1+c2+c3", "e1+e2"}; !slices.Equal(got, want) {
 		t.Fatalf("popped %q, want %q", got, want)
 	}
-	if _, _, merged := q.stats(); merged != 3 {
-		t.Fatalf("merged %d, want 3", merged)
+	if _, _, n := q.stats(); n != 3 {
+		t.Fatalf("%d merged, want 3", n)
 	}
 	q.close()
 }
