@@ -2,7 +2,7 @@
 GO        ?= go
 TAGS      ?= disable_pgv,grpcnotrace
 BIN       ?= out/pilot-agent
-FUZZTIME  ?= 5s
+FUZZTIME  ?= 30s
 BENCHTIME ?= 1x
 COUNT     ?= 1
 # The Istio release whose agent behaviour Wingman follows, reported to Istiod as ISTIO_VERSION and

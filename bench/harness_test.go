@@ -26,13 +26,16 @@ var adsDesc = grpc.ServiceDesc{ServiceName: "envoy.service.discovery.v3.Aggregat
 
 // pingPong is a plaintext upstream that answers every request with the same pre-encoded
 // response: one benchmark iteration is one push of that response through the proxy.
-func pingPong(tb testing.TB, resp []byte) string {
+func pingPong(tb testing.TB, resp []byte) string { return servePingPong(tb, resp) }
+
+// servePingPong is pingPong with extra server options (TLS credentials).
+func servePingPong(tb testing.TB, resp []byte, opts ...grpc.ServerOption) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(fastpath.Codec{}), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg),
-		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20))
+	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.ForceServerCodecV2(fastpath.Codec{}), grpc.MaxRecvMsgSize(maxMsg),
+		grpc.MaxSendMsgSize(maxMsg), grpc.InitialWindowSize(1 << 20), grpc.InitialConnWindowSize(4 << 20)}, opts...)...)
 	desc := adsDesc
 	desc.Streams = []grpc.StreamDesc{{StreamName: "StreamAggregatedResources", ServerStreams: true, ClientStreams: true,
 		Handler: func(_ any, ss grpc.ServerStream) error {

@@ -36,11 +36,16 @@ func BenchmarkRotation(b *testing.B) {
 					b.Fatal(err)
 				}
 				if !e.m.keyReady.Load() {
-					// Production rotations come hours apart; the background generator has the
-					// next key long before. Wait for it untimed (RSA-2048 takes ~50 ms).
+					// The generator makes the next key a lead before the rotation (keyLookAhead):
+					// move the clock there and wait for the key untimed (RSA-2048 takes ~50 ms).
 					b.StopTimer()
+					w := e.m.cur.Load()
+					e.clock.Set(keyLookAhead(e.clock.Now(), w.rotateAt))
 					for !e.m.keyReady.Load() {
 						time.Sleep(time.Millisecond)
+					}
+					if err := waitForWaiter(e.ctx, e.clock); err != nil {
+						b.Fatal(err)
 					}
 					b.StartTimer()
 				}

@@ -70,6 +70,14 @@ func (c *caClient) sign(ctx context.Context, csrPEM []byte) ([]string, error) {
 	return nil, fmt.Errorf("CreateCertificate at %s: %w", c.cfg.CAAddr, err)
 }
 
+// warm dials the CA now (name resolution, TCP, TLS), so that the first CSR, still being made,
+// finds the connection up. Errors are left to sign, which reports them.
+func (c *caClient) warm() {
+	if conn, err := c.connection(); err == nil {
+		conn.Connect()
+	}
+}
+
 func retryable(err error) bool {
 	switch status.Code(err) {
 	case codes.Canceled, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted,

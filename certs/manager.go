@@ -41,6 +41,7 @@ type Manager struct {
 	extras   *rootExtras  // concurrency-safe: PCDS trust bundle and CRL for root secrets
 
 	keys      chan privateKey // unbuffered: the key generator hands over the next key
+	keyWant   chan struct{}   // capacity 1: rotate asks for the next key, ahead of a rotation
 	ready     chan struct{}   // closed once the first workload certificate is in hand
 	readyOnce sync.Once
 
@@ -66,6 +67,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		log:      cfg.Logger.With("part", "certs"),
 		store:    newStore(),
 		keys:     make(chan privateKey),
+		keyWant:  make(chan struct{}, 1),
 		ready:    make(chan struct{}),
 		aliases:  make(map[string]struct{}),
 	}
@@ -148,31 +150,50 @@ func (m *Manager) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certif
 	return &tls.Certificate{}, nil
 }
 
-// generateKeys makes the next key and its CSR ahead of need: the first at once, each later one
-// as soon as the previous is taken, so neither sits on the rotation path.
+// generateKeys makes each key and its CSR ahead of need: the first at once, each later one when
+// rotate asks for it, a lead before the rotation that takes it (keyLookAhead). The look-ahead key
+// is thus off the start-up path (on a dense node, agents starting together would otherwise each
+// make two keys at once) and off the rotation path.
 func (m *Manager) generateKeys(ctx context.Context) {
-	for {
-		k, err := generateKey(&m.cfg)
-		if err == nil {
-			// The CSR depends only on the key and the identity: sign it now, off the rotation
-			// path (an RSA-2048 signature costs milliseconds).
-			k.csr, err = createCSR(k.signer, m.spiffeID)
-		}
-		if err != nil {
-			m.log.Error("key generation failed", "err", err)
-			if !m.sleep(ctx, time.Second) {
+	m.ca.warm() // connect to the CA while the first key is made
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-m.keyWant:
+			case <-ctx.Done():
 				return
 			}
-			continue
 		}
-		m.keyReady.Store(true)
-		select {
-		case m.keys <- k:
-			m.keyReady.Store(false)
-		case <-ctx.Done():
-			return
+		for {
+			k, err := generateKey(&m.cfg)
+			if err == nil {
+				// The CSR depends only on the key and the identity: sign it now, off the
+				// rotation path (an RSA-2048 signature costs milliseconds).
+				k.csr, err = createCSR(k.signer, m.spiffeID)
+			}
+			if err != nil {
+				m.log.Error("key generation failed", "err", err)
+				if !m.sleep(ctx, time.Second) {
+					return
+				}
+				continue
+			}
+			m.keyReady.Store(true)
+			select {
+			case m.keys <- k:
+				m.keyReady.Store(false)
+			case <-ctx.Done():
+				return
+			}
+			break
 		}
 	}
+}
+
+// keyLookAhead is when to ask for the key of the rotation due at rotateAt: a minute before it
+// (RSA-4096 takes about a second here), or halfway there for short-lived certificates.
+func keyLookAhead(now, rotateAt time.Time) time.Time {
+	return rotateAt.Add(-min(time.Minute, rotateAt.Sub(now)/2))
 }
 
 // rotate fetches the first certificate (retrying with backoff) and then replaces each one when
@@ -181,8 +202,19 @@ func (m *Manager) rotate(ctx context.Context) {
 	bo := backoff{initial: m.cfg.RetryInitial, max: m.cfg.RetryMax}
 	var key privateKey // kept across failed attempts
 	for {
-		if w := m.cur.Load(); w != nil && !m.sleepUntil(ctx, w.rotateAt) {
-			return
+		if w := m.cur.Load(); w != nil {
+			if key.signer == nil { // a key kept from a failed attempt needs no other
+				if !m.sleepUntil(ctx, keyLookAhead(m.cfg.Clock.Now(), w.rotateAt)) {
+					return
+				}
+				select {
+				case m.keyWant <- struct{}{}:
+				default: // already asked
+				}
+			}
+			if !m.sleepUntil(ctx, w.rotateAt) {
+				return
+			}
 		}
 		trigger := time.Now() // for the local-latency metric, as sent and got in renew
 		if key.signer == nil {

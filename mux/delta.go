@@ -63,12 +63,25 @@ func (deltaProto) onRequestLocked(s *session, p *fastpath.Peeker, f fastpath.Fra
 	return out, r.TypeURL, err
 }
 
-// ackLocked applies (accepted) or forgets the forwarded response with this nonce.
+// ackLocked applies (accepted) or forgets the forwarded response with this nonce, and the
+// earlier pending responses of the type with it: those were merged into it in the queue (the
+// client never saw them alone), or were forwarded and left unanswered. Either way the client's
+// answer to this nonce is its answer to them too, as it is to Istiod, which takes only the
+// latest nonce it sent as an ACK (pilot/pkg/xds/delta.go, shouldRespondDelta: any other nonce
+// is "expired" and ignored).
 func ackLocked(s *session, t *typeState, nonce string, accepted bool) {
-	for i, pd := range t.pending {
-		if pd.nonce != nonce {
-			continue
+	idx := slices.IndexFunc(t.pending, func(pd *pendingDelta) bool { return pd.nonce == nonce })
+	if idx < 0 {
+		// An answer to a response folded into a later record (deltafold.go): an ACK is left to
+		// the answer to that record; a NACK drops it unapplied.
+		folded := slices.IndexFunc(t.pending, func(pd *pendingDelta) bool { return slices.Contains(pd.folded, nonce) })
+		if folded >= 0 && !accepted {
+			s.freePD = append(s.freePD, t.pending[:folded+1]...)
+			t.pending = slices.Delete(t.pending, 0, folded+1)
 		}
+		return
+	}
+	for _, pd := range t.pending[:idx+1] {
 		if accepted {
 			for j := 0; j+1 < len(pd.updated); j += 2 {
 				name, version := pd.bytes(pd.updated[j]), pd.bytes(pd.updated[j+1])
@@ -82,10 +95,9 @@ func ackLocked(s *session, t *typeState, nonce string, accepted bool) {
 				delete(t.versions, string(pd.bytes(sp)))
 			}
 		}
-		t.pending = slices.Delete(t.pending, i, i+1)
 		s.freePD = append(s.freePD, pd)
-		return
 	}
+	t.pending = slices.Delete(t.pending, 0, idx+1)
 }
 
 func (deltaProto) peekResponse(p *fastpath.Peeker, f fastpath.Frame, pd *pendingDelta) (string, string, string, error) {
@@ -117,6 +129,7 @@ func (deltaProto) recordResponseLocked(t *typeState, _, _ string, pd *pendingDel
 		t.pending = slices.Delete(t.pending, 0, 1)
 	}
 	t.pending = append(t.pending, pd)
+	foldPendingLocked(t)
 }
 
 func (deltaProto) subscribe(typeURL string) []byte {

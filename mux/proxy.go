@@ -88,7 +88,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 	srv := p.newServer()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() { errc <- srv.Serve(pacedListener{l}) }()
 	var err error
 	select {
 	case <-ctx.Done():
@@ -107,6 +107,7 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 func (p *Proxy) newServer() *grpc.Server {
 	srv := grpc.NewServer(
 		grpc.ForceServerCodecV2(fastpath.Codec{}),
+		grpc.Creds(pacingCreds{}), // plaintext; lets a stream find its connection (pacing.go)
 		grpc.MaxRecvMsgSize(p.cfg.Downstream.MaxRecvMsgBytes),
 		grpc.MaxSendMsgSize(p.cfg.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(p.cfg.Downstream.MaxConcurrentStreams),
@@ -148,6 +149,7 @@ type QueueStats struct {
 	Streams                     int
 	Requests, Responses         int // bytes waiting now
 	PeakRequests, PeakResponses int // the most ever waiting on one stream
+	SupersededResponses         int // responses replaced (SotW) or merged into (Delta) by a newer one before delivery
 }
 
 // Stats reports the bytes queued in each direction.
@@ -156,12 +158,13 @@ func (p *Proxy) Stats() QueueStats {
 	defer p.mu.Unlock()
 	st := QueueStats{Streams: len(p.sessions)}
 	for s := range p.sessions {
-		b, peak := s.reqQ.stats()
+		b, peak, _ := s.reqQ.stats()
 		st.Requests += b
 		st.PeakRequests = max(st.PeakRequests, peak)
-		b, peak = s.outQ.stats()
+		b, peak, superseded := s.outQ.stats()
 		st.Responses += b
 		st.PeakResponses = max(st.PeakResponses, peak)
+		st.SupersededResponses += superseded
 	}
 	return st
 }

@@ -423,66 +423,6 @@ func TestSlowClientBoundedMemory(t *testing.T) {
 	}
 }
 
-// TestSlowDeltaClientBounded: Delta responses are never dropped, so a client that stops reading
-// makes the proxy stop reading from upstream once QueueBytes are waiting.
-func TestSlowDeltaClientBounded(t *testing.T) {
-	const size = 256 << 10
-	sent := make(chan int, 1000)
-	up := newRawUpstream(t, func(ss grpc.ServerStream) error {
-		var f fastpath.Frame
-		if err := ss.RecvMsg(&f); err != nil {
-			return err
-		}
-		f.Free()
-		for v := 0; ; v++ {
-			resp := encodeDeltaResponse(t, fastpath.ClusterType, fmt.Sprint(v), 10, size)
-			if err := ss.SendMsg(&resp); err != nil {
-				return nil
-			}
-			sent <- v
-		}
-	})
-	p, sock := testProxy(t, nil, func(c *Config) {
-		c.Upstream = UpstreamConfig{Address: up.addr, Plaintext: true}
-		c.QueueBytes = 2 << 20
-	})
-	ctx := testCtx(t)
-	stream, err := adsClient(t, sock).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&discovery.DeltaDiscoveryRequest{Node: testNode, TypeUrl: fastpath.ClusterType}); err != nil {
-		t.Fatal(err)
-	}
-	// Wait until the upstream stalls: no push gets through for a while.
-	n := 0
-	for stalled := false; !stalled; {
-		select {
-		case <-sent:
-			n++
-		case <-time.After(300 * time.Millisecond):
-			stalled = true
-		case <-ctx.Done():
-			t.Fatal("upstream never stalled")
-		}
-	}
-	st := p.Stats()
-	if st.PeakResponses > 2<<20+size {
-		t.Fatalf("proxy queued %d bytes, want <= QueueBytes + one message", st.PeakResponses)
-	}
-	// Nothing was dropped: reading again yields every version in order.
-	for v := 0; v < n; v++ {
-		r, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.SystemVersionInfo != fmt.Sprint(v) {
-			t.Fatalf("got version %s, want %d", r.SystemVersionInfo, v)
-		}
-	}
-	stream.CloseSend()
-}
-
 // typeStream opens a SotW or Delta ADS stream on which every request carries the node. It returns
 // a send function and the type URLs of the responses received. The reader goroutine ends with the
 // stream; the test's cleanup closes the stream and waits for it.

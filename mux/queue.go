@@ -16,21 +16,30 @@ type item struct {
 	typeURL  string
 	frame    fastpath.Frame
 	coalesce bool // a state-of-the-world message: a newer one of the same type replaces it
+	merge    bool // a Delta response: a newer one of the same type is merged into it
 }
+
+// merger merges two pending messages into one with the effect of both in turn; it does not
+// consume its arguments. An error leaves the newer message to wait its turn unmerged.
+type merger func(older, newer fastpath.Frame) (fastpath.Frame, error)
 
 // queue is a FIFO of messages bounded in bytes. Coalescing items never wait: a pending one of
 // the same type is dropped (its bytes freed) and the new one appended at the tail, so what is
 // delivered is always a subsequence of what was pushed, in order, and there is at most one
 // coalescing item per type. Other items wait for room once the queue holds limit bytes (one item
-// is always admitted, whatever its size).
+// is always admitted, whatever its size). Merging items (with a merger set) never wait either:
+// one is merged into the pending one of its type, in that one's place, or is the first of its
+// type, so at most one per type is pending.
 type queue struct {
-	limit int // immutable after newQueue
+	limit int    // immutable after newQueue
+	merge merger // immutable after newQueue; nil: no merging
 
-	mu     sync.Mutex // guards the fields below
-	items  []item
-	bytes  int
-	peak   int
-	closed bool
+	mu         sync.Mutex // guards the fields below
+	items      []item
+	bytes      int
+	peak       int
+	superseded int // pending messages a newer one of their type replaced (coalesced) or merged into
+	closed     bool
 
 	ready chan struct{} // capacity 1: signalled when an item is added or the queue closes
 	room  chan struct{} // capacity 1: signalled when bytes are released or the queue closes
@@ -62,8 +71,15 @@ func (q *queue) tryPush(it item) (bool, error) {
 				q.bytes -= q.items[i].frame.Len()
 				q.items[i].frame.Free()
 				q.items = append(q.items[:i], q.items[i+1:]...)
+				q.superseded++
 				break
 			}
+		}
+	} else if it.merge && q.merge != nil {
+		if done, mergeable := q.mergeLocked(it); done {
+			return true, nil
+		} else if !mergeable && len(q.items) > 0 && q.bytes+size > q.limit {
+			return false, nil
 		}
 	} else if len(q.items) > 0 && q.bytes+size > q.limit {
 		return false, nil
@@ -73,6 +89,29 @@ func (q *queue) tryPush(it item) (bool, error) {
 	q.peak = max(q.peak, q.bytes)
 	signal(q.ready)
 	return true, nil
+}
+
+// mergeLocked merges it into the pending merging item of its type, if any (done: it was consumed).
+// mergeable is false when the merger refused the pair, so it must wait like any other item.
+func (q *queue) mergeLocked(it item) (done, mergeable bool) {
+	for i := range q.items {
+		old := &q.items[i]
+		if !old.merge || old.typeURL != it.typeURL {
+			continue
+		}
+		m, err := q.merge(old.frame, it.frame)
+		if err != nil {
+			return false, false
+		}
+		q.bytes += m.Len() - old.frame.Len()
+		q.peak = max(q.peak, q.bytes+old.frame.Len()+it.frame.Len()) // all three were held while merging
+		old.frame.Free()
+		it.frame.Free()
+		old.frame = m
+		q.superseded++
+		return true, true
+	}
+	return false, true
 }
 
 // push adds it, waiting for room if it must. On error the item's frame has been freed.
@@ -140,9 +179,9 @@ func (q *queue) close() {
 	signal(q.ready)
 }
 
-// stats returns the bytes pending now and the most ever pending.
-func (q *queue) stats() (bytes, peak int) {
+// stats returns the bytes pending now, the most ever pending and the messages superseded.
+func (q *queue) stats() (bytes, peak, superseded int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.bytes, q.peak
+	return q.bytes, q.peak, q.superseded
 }

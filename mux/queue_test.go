@@ -123,7 +123,7 @@ func TestQueueBoundsNonCoalescing(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if bytes, peak := q.stats(); bytes != 20 || peak != 510 {
+	if bytes, peak, _ := q.stats(); bytes != 20 || peak != 510 {
 		t.Fatalf("bytes %d peak %d, want 20 and 510", bytes, peak)
 	}
 	q.close()
@@ -133,4 +133,48 @@ func TestQueueBoundsNonCoalescing(t *testing.T) {
 	if _, err := q.tryPush(item{frame: frameOf(1, "late")}); err != errQueueClosed {
 		t.Fatalf("push after close: %v", err)
 	}
+}
+
+// TestQueueMergesPerType: merging items never wait, at most one per type is pending, in the
+// place of the first, and a pair the merger refuses waits for room like any other item.
+func TestQueueMergesPerType(t *testing.T) {
+	q := newQueue(10)
+	q.merge = func(older, newer fastpath.Frame) (fastpath.Frame, error) {
+		a, b := string(older.Data.Materialize()), string(newer.Data.Materialize())
+		if b == "refuse" {
+			return fastpath.Frame{}, fmt.Errorf("refused")
+		}
+		return fastpath.FrameOf([]byte(a + "+" + b)), nil
+	}
+	push := func(typ, tag string) bool {
+		ok, err := q.tryPush(item{typeURL: typ, frame: fastpath.FrameOf([]byte(tag)), merge: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	for _, p := range [][2]string{{"C", "c1"}, {"E", "e1"}, {"C", "c2"}, {"C", "c3"}, {"E", "e2"}} {
+		if !push(p[0], p[1]) {
+			t.Fatalf("merging push %v waited", p)
+		}
+	}
+	if push("C", "refuse") { // over the 10-byte bound and not mergeable: must wait
+		t.Fatal("a refused merge was admitted over the bound")
+	}
+	var got []string
+	for range 2 {
+		it, err := q.pop(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(it.frame.Data.Materialize()))
+		it.frame.Free()
+	}
+	if want := []string{"c1+c2+c3", "e1+e2"}; !slices.Equal(got, want) {
+		t.Fatalf("popped %q, want %q", got, want)
+	}
+	if _, _, n := q.stats(); n != 3 {
+		t.Fatalf("%d merged, want 3", n)
+	}
+	q.close()
 }

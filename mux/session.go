@@ -71,13 +71,17 @@ type session struct {
 }
 
 func newSession(p *Proxy, proto protocol, down downstream) *session {
-	return &session{
+	s := &session{
 		p: p, proto: proto, down: down, log: p.cfg.Logger,
 		reqQ:  newQueue(p.cfg.QueueBytes),
 		outQ:  newQueue(p.cfg.QueueBytes),
 		ready: make(chan struct{}),
 		types: map[string]*typeState{},
 	}
+	if proto.delta() {
+		s.outQ.merge = deltaMerger() // pending responses of a type merge: Istiod is never held up
+	}
+	return s
 }
 
 // errClientDone ends a session when the client half-closes.
@@ -252,12 +256,24 @@ func (s *session) typeLocked(typeURL string) *typeState {
 	return t
 }
 
-// sendLoop writes queued responses to the client.
+// sendLoop writes queued responses to the client, each once the previous one has been written
+// to the connection (see pacing.go): until then newer ones coalesce or merge in the queue.
 func (s *session) sendLoop(ctx context.Context) error {
+	pc := pacerOf(s.down.Context())
+	wake := make(chan struct{}, 1)
+	var target int64
 	for {
+		if pc != nil {
+			if err := pc.waitWritten(ctx, target, wake); err != nil {
+				return err
+			}
+		}
 		it, err := s.outQ.pop(ctx)
 		if err != nil {
 			return err
+		}
+		if pc != nil {
+			target = pc.written.Load() + int64(it.frame.Len())
 		}
 		err = s.down.SendMsg(&it.frame)
 		it.frame.Free()
@@ -439,9 +455,10 @@ func (s *session) onResponse(ctx context.Context, p *fastpath.Peeker, f fastpath
 	t.lastNonce, t.nonceGen = nonce, gen
 	s.proto.recordResponseLocked(t, nonce, version, pd)
 	s.mu.Unlock()
-	// State-of-the-world responses coalesce and never wait; Delta ones wait for room, which
-	// back-pressures Istiod on this stream only. Neither waits on the request direction.
-	return s.outQ.push(ctx, item{typeURL: typeURL, frame: f, coalesce: !s.proto.delta()})
+	// State-of-the-world responses coalesce and Delta ones merge per type, so neither waits: a
+	// slow client holds up nothing upstream. A Delta pair the merge refuses (a resource without
+	// a name) waits for room, back-pressuring Istiod on this stream only.
+	return s.outQ.push(ctx, item{typeURL: typeURL, frame: f, coalesce: !s.proto.delta(), merge: s.proto.delta()})
 }
 
 func (s *session) recyclePD(pd *pendingDelta) {

@@ -28,8 +28,9 @@ type typeState struct {
 // typeState.versions when the client ACKs it. Its buffers are reused from a free list.
 type pendingDelta struct {
 	nonce   string
-	arena   []byte // names and versions, back to back
-	updated []span // pairs: name, version
+	folded  []string // nonces of earlier responses folded into this one (deltafold.go)
+	arena   []byte   // names and versions, back to back
+	updated []span   // pairs: name, version
 	removed []span
 }
 
@@ -37,6 +38,7 @@ type span struct{ off, n int }
 
 func (p *pendingDelta) reset() {
 	p.nonce = ""
+	p.folded = p.folded[:0]
 	p.arena = p.arena[:0]
 	p.updated = p.updated[:0]
 	p.removed = p.removed[:0]

@@ -28,6 +28,9 @@ type Config struct {
 	Short bool
 	// Dense is the number of pods of the dense-node scenario (0 skips it).
 	Dense int
+	// RSAKeys makes the pilot-agent binary use RSA-2048 keys, Istio's default (the reference
+	// child stays on ECDSA); otherwise ECDSA P-256.
+	RSAKeys bool
 	// ScenarioTimeout bounds one run of one scenario for one agent (default 2 minutes).
 	ScenarioTimeout time.Duration
 	// Profile, when set, saves CPU and heap profiles of Wingman's agent in each scenario run
@@ -163,6 +166,7 @@ func (e *env) start(ctx context.Context, spec podSpec) (*Pod, error) {
 	if e.cfg.Profile != "" && e.kind == Wingman {
 		spec.cpuProf = filepath.Join(e.cfg.Profile, fmt.Sprintf("%s-run%d-%s.cpu.pprof", e.name, e.run, spec.id))
 	}
+	spec.rsaKeys = e.cfg.RSAKeys
 	p, err := startPod(ctx, e.dir, e.cfg.Bins, e.cp, e.hub, spec)
 	if err != nil {
 		return nil, err

@@ -52,6 +52,7 @@ type podSpec struct {
 	extra     int    // downstreams beyond the first (started by the harness on the agent's socket)
 	pprof     bool   // serve pprof/expvar from the agent child (or the binary's status port)
 	cpuProf   string // agentchild writes a CPU profile of its whole run here
+	rsaKeys   bool   // the pilot-agent binary makes RSA-2048 keys (Istio's default), not ECDSA
 }
 
 // Pod is one agent with its Envoy stand-ins.
@@ -140,7 +141,7 @@ func startPod(ctx context.Context, root string, bins Bins, cp *ControlPlane, hub
 			"discoveryAddress": cp.Addr(), "drainDuration": "1s", "terminationDrainDuration": "1s"})
 		env := append([]string{"PROXY_CONFIG=" + string(pc), "POD_NAME=" + spec.id, "POD_NAMESPACE=default",
 			"SERVICE_ACCOUNT=perf", "INSTANCE_IP=127.0.0.1", "CLOUD_PLATFORM=none", "CA_ADDR=" + cp.Addr(),
-			"ISTIO_META_CLUSTER_ID=Kubernetes", "ECC_SIGNATURE_ALGORITHM=ECDSA", "SECRET_TTL=" + ttl.String(),
+			"ISTIO_META_CLUSTER_ID=Kubernetes", "ECC_SIGNATURE_ALGORITHM=" + keyAlgorithm(spec.rsaKeys), "SECRET_TTL=" + ttl.String(),
 			"ISTIO_DELTA_XDS=" + strconv.FormatBool(spec.api == "DELTA_GRPC"), "PATH=" + os.Getenv("PATH")}, stubEnv...)
 		p.DebugAddr = "127.0.0.1:" + strconv.Itoa(status)
 		if p.Agent, err = startProc("pilot-agent "+spec.id, dir, env, bins.Agent, "proxy", "sidecar"); err != nil {
@@ -300,4 +301,12 @@ func (p *Pod) Allocs(ctx context.Context) (mallocs, bytes uint64, ok bool) {
 		return 0, 0, false
 	}
 	return v.Memstats.Mallocs, v.Memstats.TotalAlloc, true
+}
+
+// keyAlgorithm is ECC_SIGNATURE_ALGORITHM: empty selects Istio's default, RSA.
+func keyAlgorithm(rsa bool) string {
+	if rsa {
+		return ""
+	}
+	return "ECDSA"
 }

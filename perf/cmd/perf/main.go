@@ -32,6 +32,7 @@ func run(ctx context.Context) int {
 	scen := fs.String("scenarios", "", "comma-separated scenarios, or none (default all: "+strings.Join(perf.ScenarioNames(), ",")+")")
 	runs := fs.Int("runs", 3, "interleaved runs of each scenario per agent")
 	short := fs.Bool("short", false, "smaller scenarios (CI)")
+	rsaKeys := fs.Bool("rsa", false, "the pilot-agent binary makes RSA-2048 keys (Istio's default) instead of ECDSA")
 	dense := fs.Int("dense", 0, "pods in the dense-node scenario (0 skips it)")
 	out := fs.String("out", "perf/results", "directory for the report (empty: none)")
 	baseline := fs.String("baseline", "perf/baseline.json", "baseline for -gate")
@@ -63,7 +64,7 @@ func run(ctx context.Context) int {
 			return 1
 		}
 	}
-	cfg := perf.Config{Bins: bins, WorkDir: work, Runs: *runs, Short: *short, Dense: *dense,
+	cfg := perf.Config{Bins: bins, WorkDir: work, Runs: *runs, Short: *short, Dense: *dense, RSAKeys: *rsaKeys,
 		ScenarioTimeout: *timeout, Logger: log}
 	switch *scen {
 	case "":

@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"runtime"
+	"testing"
+)
+
+// Allocation budgets per forwarded push (issue 16, item 6): a regression of 20% or more in
+// allocations fails, so a 25% one surely does; any extra copy of a message fails on bytes. The
+// budgets are what Wingman measured in this harness (least of 5 rounds of 20 pushes,
+// process-wide counts: the raw-frame client and upstream included), on 2026-12-03 with
+// go1.26.8; re-measure with `go test -run TestGateAllocBudget -v ./bench/` and update them when
+// a change is meant to move them.
+var allocBudgets = []struct {
+	size, resources int
+	allocs, bytes   float64
+}{
+	{1 << 20, 1000, budget1MBAllocs, budget1MBBytes},
+	{4 << 20, 4000, budget4MBAllocs, budget4MBBytes},
+}
+
+const regressionTolerance = 1.2
+
+// allocsPerPush returns the least allocations and bytes allocated per push over five rounds:
+// process-wide counts move a little with GC timing (sync.Pool refills after a collection).
+func allocsPerPush(t *testing.T, resp []byte, n int) (allocs, bytes float64) {
+	c := newClient(t, startWingman(t, pingPong(t, resp)))
+	c.push(t)
+	allocs, bytes = -1, -1
+	for range 5 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for range n {
+			c.push(t)
+		}
+		runtime.ReadMemStats(&after)
+		a := float64(after.Mallocs-before.Mallocs) / float64(n)
+		b := float64(after.TotalAlloc-before.TotalAlloc) / float64(n)
+		if allocs < 0 || a < allocs {
+			allocs = a
+		}
+		if bytes < 0 || b < bytes {
+			bytes = b
+		}
+	}
+	return allocs, bytes
+}
+
+func TestGateAllocBudget(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation gates run without the race detector (make gate)")
+	}
+	for _, b := range allocBudgets {
+		allocs, bytes := allocsPerPush(t, response(t, b.size, b.resources), 20)
+		t.Logf("%d KiB push: %.1f allocs (budget %.0f, fails above %.1f), %.0f bytes (budget %.0f, fails above %.0f)",
+			b.size>>10, allocs, b.allocs, b.allocs*regressionTolerance, bytes, b.bytes, b.bytes*regressionTolerance)
+		if allocs > b.allocs*regressionTolerance {
+			t.Errorf("%d KiB push: %.1f allocations, more than %.2fx the budget of %.0f", b.size>>10, allocs, regressionTolerance, b.allocs)
+		}
+		if bytes > b.bytes*regressionTolerance {
+			t.Errorf("%d KiB push: %.0f bytes allocated, more than %.2fx the budget of %.0f", b.size>>10, bytes, regressionTolerance, b.bytes)
+		}
+	}
+}
+
+// Measured 2026-12-03, 8 runs on a busy machine: 1 MiB push 49.0-53.4 allocs (median 51),
+// 4 MiB push 101.5-107.6 (median 104): noise stays within 5%, well under the tolerance. Bytes
+// move with sync.Pool refills after a collection (10-25 KB at 1 MiB), so their budget is the
+// highest seen: a 20% change in them can hide in that noise, but a copy of a message cannot.
+const (
+	budget1MBAllocs = 51
+	budget1MBBytes  = 25_000
+	budget4MBAllocs = 104
+	budget4MBBytes  = 50_000
+)
