@@ -91,7 +91,7 @@ type Config struct {
 	EnvoySkipDeprecatedLogs     bool
 	StatusPortProxyProtocol     bool   // ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL
 	LogAsJSON                   bool   // --log_as_json
-	FIPS                        bool   // COMPLIANCE_POLICY is a FIPS policy
+	FIPS                        bool   // COMPLIANCE_POLICY is fips-140-2 (google_grpc limited to TLS 1.2)
 	OutlierLogPath              string // --outlierLogPath
 	IstioVersion                string // build version unless ISTIO_META_ISTIO_VERSION says otherwise
 	CredentialSocketExists      bool   // a healthy ./var/run/secrets/credential-uds/socket exists

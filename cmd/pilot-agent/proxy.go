@@ -82,7 +82,7 @@ type agent struct {
 	proxyConfig     *meshv1alpha1.ProxyConfig // the effective ProxyConfig
 	serveOnlyFiles  bool                      // another SDS server owns the socket (SPIRE)
 	renderBootstrap bool                      // the bootstrap is rendered (not a customConfigFile)
-	fips            bool                      // COMPLIANCE_POLICY is a FIPS 140 policy
+	fips            bool                      // COMPLIANCE_POLICY is fips-140-2: Envoy's google_grpc stays on TLS 1.2
 	dnsOnPort53     bool                      // root and the DNS proxy takes :53 (Envoy then runs as the proxy user)
 	log             *slog.Logger
 	// shutdown begins a graceful shutdown, as SIGTERM does.
@@ -220,9 +220,23 @@ func resolveAgent(ctx context.Context, shutdown context.CancelFunc, pf *proxyFla
 		log:         log, shutdown: shutdown}, nil
 }
 
-// fipsPolicy reports whether COMPLIANCE_POLICY asks for FIPS 140 (Istio's fips-140-2 and
-// fips-140-3): the bootstrap then restricts TLS and Envoy gets GRPC_SSL_CIPHER_SUITES.
-func fipsPolicy(policy string) bool { return policy == "fips-140-2" || policy == "fips-140-3" }
+// fipsPolicy reports whether COMPLIANCE_POLICY is fips-140-2, for which Istio's bootstrap sets the
+// runtime flag envoy.reloadable_features.google_grpc_disable_tls_13 (pkg/bootstrap,
+// extractRuntimeFlags); fips-140-3 allows TLS 1.3.
+func fipsPolicy(policy string) bool { return policy == "fips-140-2" }
+
+// envoyCipherSuites is the GRPC_SSL_CIPHER_SUITES Istio's agent gives Envoy for its google_grpc
+// clients under COMPLIANCE_POLICY (pkg/envoy/proxy.go, Run): the FIPS TLS 1.2 suites for
+// fips-140-2, the AES-GCM TLS 1.3 suites for fips-140-3, nothing otherwise.
+func envoyCipherSuites(policy string) string {
+	switch policy {
+	case "fips-140-2":
+		return "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384"
+	case "fips-140-3":
+		return "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256"
+	}
+	return ""
+}
 
 // parts are the agent's services, Envoy last, and Envoy's supervisor (nil without Envoy).
 type parts struct {
@@ -320,9 +334,8 @@ func (a *agent) supervisorConfig(sio stdio) supervisor.Config {
 		}
 	}
 	envoyEnv := env.Environ
-	if a.fips {
-		envoyEnv = append(envoyEnv[:len(envoyEnv):len(envoyEnv)], "GRPC_SSL_CIPHER_SUITES="+
-			"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384")
+	if suites := envoyCipherSuites(env.CompliancePolicy); suites != "" {
+		envoyEnv = append(envoyEnv[:len(envoyEnv):len(envoyEnv)], "GRPC_SSL_CIPHER_SUITES="+suites)
 	}
 	if envoyEnv == nil {
 		envoyEnv = []string{}
