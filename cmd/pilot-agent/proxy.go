@@ -160,6 +160,9 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 	if err := preflight(a.settings, env); err != nil {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
+	if err := unsupported(env, a.proxyConfig, pf.templateFile, caCRLPath); err != nil {
+		return usageError(sio, "pilot-agent proxy", err)
+	}
 
 	a.platform = platform.Start(ctx, platform.Config{CloudPlatform: env.CloudPlatform})
 	defer a.platform.Close()
