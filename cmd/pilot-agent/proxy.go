@@ -62,6 +62,7 @@ Usage:
 Flags (unknown flags are accepted and ignored, as Istio's agent does):
 %s`, fs.FlagUsages())
 	options.WriteHelp(w)
+	fmt.Fprint(w, exitCodesHelp)
 }
 
 // validNodeTypes are Istio's application node types (pkg/model/proxy.go).

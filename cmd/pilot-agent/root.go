@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -93,6 +94,7 @@ Usage:
 
 Available Commands:
   proxy       XDS proxy agent: runs Envoy and the services it needs
+  bootstrap   Prints (or with --validate checks) the Envoy bootstrap the agent would write
   request     Makes an HTTP request to Envoy's admin API or the agent's status port
   wait        Waits until the Envoy proxy is ready
   version     Prints out build version information
@@ -104,7 +106,7 @@ Available Commands:
 Flags:
 %s
 Use "pilot-agent [command] --help" for more information about a command.
-`, fs.FlagUsages())
+%s`, fs.FlagUsages(), exitCodesHelp)
 }
 
 func runHelp(args []string, sio stdio) int {
@@ -115,6 +117,12 @@ func runHelp(args []string, sio stdio) int {
 	switch args[0] {
 	case "proxy":
 		proxyUsage(sio.out)
+	case "bootstrap":
+		return runBootstrap(context.Background(), []string{"--help"}, nil, sio)
+	case "istio-iptables":
+		fmt.Fprintln(sio.out, istioIptablesHelp)
+	case "help":
+		rootUsage(sio.out)
 	case "request":
 		fs, _ := requestFlagSet()
 		commandUsage(sio.out, "request <method> <path> [<body>]", "Makes an HTTP request to Envoy's admin API", fs)
@@ -131,7 +139,7 @@ func runHelp(args []string, sio stdio) int {
 }
 
 func commandUsage(w io.Writer, use, short string, fs *pflag.FlagSet) {
-	fmt.Fprintf(w, "%s\n\nUsage:\n  pilot-agent %s [flags]\n\nFlags:\n%s", short, use, fs.FlagUsages())
+	fmt.Fprintf(w, "%s\n\nUsage:\n  pilot-agent %s [flags]\n\nFlags:\n%s%s", short, use, fs.FlagUsages(), exitCodesHelp)
 }
 
 // newLogger builds the agent's logger from the root flags.
