@@ -38,7 +38,29 @@ func preflight(s proxySettings, env *options.Env) error {
 			errs = append(errs, fmt.Errorf("service account token for the CA (FILE_MOUNTED_CERTS and PROV_CERT unset): %w", err))
 		}
 	}
+	errs = append(errs, identityErrors(env)...)
 	return errors.Join(errs...)
+}
+
+// identityErrors names the empty variables a certificate request needs (every mode but
+// FILE_MOUNTED_CERTS asks the CA for spiffe://<TRUST_DOMAIN>/ns/<POD_NAMESPACE>/sa/<SERVICE_ACCOUNT>,
+// which the CA checks against the service-account token).
+func identityErrors(env *options.Env) []error {
+	if env.FileMountedCerts {
+		return nil
+	}
+	var errs []error
+	for _, v := range []struct{ name, value, part string }{
+		{"POD_NAMESPACE", env.PodNamespace, "ns"}, {"SERVICE_ACCOUNT", env.ServiceAccount, "sa"},
+	} {
+		if v.value == "" {
+			errs = append(errs, fmt.Errorf("%s is empty: the workload certificate is requested for "+
+				"spiffe://%s/ns/<POD_NAMESPACE>/sa/<SERVICE_ACCOUNT>, which the CA checks against the "+
+				"service-account token %s (the injector sets %s from the pod; set FILE_MOUNTED_CERTS=true "+
+				"to use mounted certificates instead)", v.name, env.TrustDomain, tokenPath, v.name))
+		}
+	}
+	return errs
 }
 
 // xdsRootPath returns the root certificate file istiod is verified with ("" for the system pool).

@@ -57,9 +57,9 @@ type CompatRow struct {
 var Compat = []CompatRow{
 	// Identity and control plane.
 	{"POD_NAME", KindEnv, Same, "node ID `<type>~<ip>~<POD_NAME>.<POD_NAMESPACE>~<domain>`", []string{"TestDiscover", "TestProxyLifecycle"}},
-	{"POD_NAMESPACE", KindEnv, Same, "node ID, default DNS domain, CSR identity", []string{"TestDiscover", "TestProxyLifecycle"}},
+	{"POD_NAMESPACE", KindEnv, Same, "node ID, default DNS domain, CSR identity; empty without FILE_MOUNTED_CERTS stops the start naming it (Istio fails later, at the CA)", []string{"TestDiscover", "TestProxyLifecycle", "TestEmptyIdentityNamed"}},
 	{"INSTANCE_IP", KindEnv, Same, "first in the node's IP list", []string{"TestDiscover", "TestProxyLifecycle"}},
-	{"SERVICE_ACCOUNT", KindEnv, Same, "SPIFFE identity in the CSR; bootstrap metadata", []string{"TestStartup", "TestGoldens"}},
+	{"SERVICE_ACCOUNT", KindEnv, Same, "SPIFFE identity in the CSR; bootstrap metadata; empty without FILE_MOUNTED_CERTS stops the start naming it and the token (Istio fails later, at the CA)", []string{"TestStartup", "TestGoldens", "TestEmptyIdentityNamed"}},
 	{"HOST_IP", KindEnv, Same, "substituted for `$(HOST_IP)` in tracer addresses and ISTIO_BOOTSTRAP_OVERRIDE", []string{"TestBootstrapOverrideJSON", "TestGoldens"}},
 	{"PROXY_CONFIG", KindEnv, Same, "layered between the mesh file and the pod annotation, as Istio; an unknown field is logged with its name and skipped, as Istio", []string{"TestPrecedence", "TestUnknownFieldTolerated", "TestConflictingSettings"}},
 	{"ISTIO_META_CLUSTER_ID", KindEnv, Same, "`ClusterID` gRPC metadata to xDS and the CA; node metadata", []string{"TestStartup", "TestNodeReadBackAsIstiod"}},
