@@ -236,6 +236,7 @@ func (d *demo) build(ctx context.Context) (string, error) {
 	d.agentBin = d.o.Agent
 	if d.agentBin == "" {
 		d.agentBin = filepath.Join(d.bin, "pilot-agent")
+		fmt.Fprintln(d.out, "building ./cmd/pilot-agent ...")
 		if err := goBuild(ctx, d.repo, "./cmd/pilot-agent", d.agentBin); err != nil {
 			return "", err
 		}
@@ -252,6 +253,7 @@ func (d *demo) build(ctx context.Context) (string, error) {
 	if d.envoyBin == "" {
 		d.standIn = true
 		d.envoyBin = filepath.Join(d.bin, "envoy-standin")
+		fmt.Fprintln(d.out, "building the Envoy stand-in ./perf/envoystub ...")
 		if err := goBuild(ctx, d.repo, "./perf/envoystub", d.envoyBin); err != nil {
 			return "", err
 		}
