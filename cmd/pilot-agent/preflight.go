@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/wingman-mesh/wingman/certs"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
 )
 
@@ -39,8 +41,20 @@ func preflight(s proxySettings, env *options.Env) error {
 		}
 	}
 	errs = append(errs, identityErrors(env)...)
+	if f := env.WorkloadIdentitySocketFile; f != defaultSDSSocketFile {
+		// As Istio's agent: it serves its own SDS only on the default name; another name must
+		// belong to a live SDS server (SPIRE), else the start fails.
+		path := filepath.Join(sdsSocketDir, f)
+		if live, _ := certs.ProbeSDSSocket(path, time.Second); !live {
+			errs = append(errs, fmt.Errorf("WORKLOAD_IDENTITY_SOCKET_FILE=%s: no SDS server answers at %s "+
+				"(the agent serves SDS itself only on the default name %q)", f, path, defaultSDSSocketFile))
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// defaultSDSSocketFile is Istio's default WORKLOAD_IDENTITY_SOCKET_FILE.
+const defaultSDSSocketFile = "socket"
 
 // identityErrors names the empty variables a certificate request needs (every mode but
 // FILE_MOUNTED_CERTS asks the CA for spiffe://<TRUST_DOMAIN>/ns/<POD_NAMESPACE>/sa/<SERVICE_ACCOUNT>,

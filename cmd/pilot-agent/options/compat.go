@@ -93,7 +93,7 @@ var Compat = []CompatRow{
 	{"GCE_METADATA_HOST", KindEnv, Same, "metadata server for CREDENTIAL_FETCHER_TYPE=GoogleComputeEngine", []string{"TestGCECredentialFetcher", "TestFetchWritesTokenFile"}},
 	{"CREDENTIAL_IDENTITY_PROVIDER", KindEnv, IgnoredByIstio, "Istio's open-source agent uses it only for the STS token exchange of vendor CA plugins, which it no longer serves", nil},
 	{"ISTIO_META_CERT_SIGNER", KindEnv, SameUntested, "`CertSigner` metadata on the CSR call", nil},
-	{"WORKLOAD_IDENTITY_SOCKET_FILE", KindEnv, Different, "Istio fails at start when a non-default name has no live socket; Wingman serves its own SDS on that name instead", []string{"TestProbeSDSSocket"}},
+	{"WORKLOAD_IDENTITY_SOCKET_FILE", KindEnv, Same, "a bare name; a non-default name must belong to a live SDS server (SPIRE), else the start fails, as Istio", []string{"TestCustomSDSSocketNeedsAServer", "TestProbeSDSSocket"}},
 	{"PROXY_CONFIG_XDS_AGENT", KindEnv, Refused, "`true` is refused: ProxyConfig over xDS (PCDS trust bundles) is not supported yet; `false` (Istio's default) works", []string{"TestUnsupportedSettingsRefused"}},
 	{"PILOT_ENABLE_CA_CRL", KindEnv, Refused, "`true` is Istio's default and is accepted while no CRL file exists; with `true` and /var/run/secrets/istio/crl/ca-crl.pem present the agent refuses to start (serving the CRL in ROOTCA is not supported yet). `false` works", []string{"TestUnsupportedSettingsRefused"}},
 	{"COMPLIANCE_POLICY", KindEnv, Refused, "any non-empty policy is refused: Envoy's bootstrap gets the FIPS settings, but the agent's own TLS to istiod and the CA does not apply the policy yet. Unset (the injector's default) works", []string{"TestUnsupportedSettingsRefused"}},
