@@ -169,7 +169,7 @@ var Compat = []CompatRow{
 	{"configPath", KindProxyConfig, Same, "bootstrap and XDS socket directory", []string{"TestProxyLifecycle"}},
 	{"binaryPath", KindProxyConfig, Same, "", []string{"TestProxyLifecycle"}},
 	{"serviceCluster", KindProxyConfig, Same, "Envoy's node cluster", []string{"TestGoldens"}},
-	{"tracingServiceName", KindProxyConfig, SameUntested, "how the node cluster is named", nil},
+	{"tracingServiceName", KindProxyConfig, Different, "names the node cluster as Istio when the pod has the service.istio.io/canonical-name label (the injector always adds it); without it, CANONICAL_NAME_ONLY gives <app>.<namespace> where Istio's pkg/bootstrap gives the app.kubernetes.io/name or app label alone, and app.kubernetes.io/name is never consulted (bootstrap/node.go)", nil},
 	{"drainDuration", KindProxyConfig, Same, "--drain-time-s", []string{"TestProxyLifecycle", "TestArgsMatchIstio"}},
 	{"discoveryAddress", KindProxyConfig, Same, "istiod's address; also the sidecar.istio.io/discoveryAddress annotation", []string{"TestPrecedence", "TestNodeReadBackAsIstiod"}},
 	{"discoveryRefreshDelay", KindProxyConfig, IgnoredByIstio, "deprecated; Istio's agent never reads it", nil},
