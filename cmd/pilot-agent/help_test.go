@@ -42,3 +42,14 @@ func TestEverySubCommandHasHelp(t *testing.T) {
 		t.Errorf("help frobnicate: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// TestLogRotateRefused: Istio's --log_rotate writes a rotating log file; Wingman refuses it at
+// start (exit 2) rather than accept it and write no file.
+func TestLogRotateRefused(t *testing.T) {
+	p := newPod(t, "")
+	code, _, stderr := p.run(t, "proxy", "sidecar", "--log_rotate=/var/log/agent.log")
+	if code != exitUsage || !strings.Contains(stderr, "--log_rotate") || !strings.Contains(stderr, "not supported yet") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	p.nothingStarted(t)
+}

@@ -42,10 +42,10 @@ func newRootFlagSet(name string, tolerateUnknown bool) (*pflag.FlagSet, *rootFla
 	fs.StringVar(&r.caller, "log_caller", "", "comma-separated scopes for which to include caller information (accepted)")
 	fs.StringSliceVar(&r.target, "log_target", []string{"stdout"}, "output paths for logs: stdout, stderr or a file path")
 	fs.BoolVar(&r.asJSON, "log_as_json", false, "output logs as JSON")
-	fs.StringVar(&r.rotate, "log_rotate", "", "path for the optional rotating log file (accepted)")
-	fs.IntVar(&r.rotateMaxAge, "log_rotate_max_age", 30, "maximum age in days of a log file (accepted)")
-	fs.IntVar(&r.rotateMaxSize, "log_rotate_max_size", 104857600, "maximum size in megabytes of a log file (accepted)")
-	fs.IntVar(&r.rotateMaxBackups, "log_rotate_max_backups", 1000, "maximum number of log file backups (accepted)")
+	fs.StringVar(&r.rotate, "log_rotate", "", "rotating log file: refused at start (not supported yet; use --log_target)")
+	fs.IntVar(&r.rotateMaxAge, "log_rotate_max_age", 30, "maximum age in days of a log file (only with --log_rotate)")
+	fs.IntVar(&r.rotateMaxSize, "log_rotate_max_size", 104857600, "maximum size in megabytes of a log file (only with --log_rotate)")
+	fs.IntVar(&r.rotateMaxBackups, "log_rotate_max_backups", 1000, "maximum number of log file backups (only with --log_rotate)")
 	fs.IntVar(&r.vklog, "vklog", 0, "number for the log level verbosity (accepted)")
 	return fs, r
 }
@@ -147,6 +147,10 @@ func (r *rootFlags) newLogger(sio stdio) (*slog.Logger, func(), error) {
 	level, err := defaultLevel(r.outputLevel)
 	if err != nil {
 		return nil, nil, err
+	}
+	if r.rotate != "" {
+		// Istio's agent also writes a rotating file; silently not doing so would lose the logs.
+		return nil, nil, usageErr{fmt.Sprintf("--log_rotate=%s is not supported yet (use --log_target with a file path)", r.rotate)}
 	}
 	w, closeFn := sio.out, func() {}
 	if len(r.target) > 0 {
