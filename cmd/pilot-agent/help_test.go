@@ -43,13 +43,39 @@ func TestEverySubCommandHasHelp(t *testing.T) {
 	}
 }
 
-// TestLogRotateRefused: Istio's --log_rotate writes a rotating log file; Wingman refuses it at
-// start (exit 2) rather than accept it and write no file.
+// TestLogRotateRefused: Istio's --log_rotate writes a rotating log file and --log_stacktrace_level
+// adds stack traces; Wingman refuses both at start (exit 2) rather than accept them and do nothing.
 func TestLogRotateRefused(t *testing.T) {
 	p := newPod(t, "")
-	code, _, stderr := p.run(t, "proxy", "sidecar", "--log_rotate=/var/log/agent.log")
-	if code != exitUsage || !strings.Contains(stderr, "--log_rotate") || !strings.Contains(stderr, "not supported yet") {
-		t.Errorf("exit %d, stderr %q", code, stderr)
+	for _, flag := range []string{"--log_rotate=/var/log/agent.log", "--log_stacktrace_level=default:error"} {
+		code, _, stderr := p.run(t, "proxy", "sidecar", flag)
+		name, _, _ := strings.Cut(flag, "=")
+		if code != exitUsage || !strings.Contains(stderr, name) || !strings.Contains(stderr, "not supported yet") {
+			t.Errorf("%s: exit %d, stderr %q", flag, code, stderr)
+		}
+		p.nothingStarted(t)
 	}
-	p.nothingStarted(t)
+}
+
+// TestLogCaller: --log_caller=default adds the source location to every record, as Istio's.
+func TestLogCaller(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		want bool
+	}{{"", false}, {"default", true}, {"ads,all", true}, {"ads", false}} {
+		fs, r := newRootFlagSet("proxy", true)
+		if err := fs.Parse([]string{"--log_caller=" + tc.spec}); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		log, closeLog, err := r.newLogger(stdio{out: &out, err: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info("hello")
+		closeLog()
+		if got := strings.Contains(out.String(), "source="); got != tc.want {
+			t.Errorf("--log_caller=%q: source shown %v, want %v: %s", tc.spec, got, tc.want, out.String())
+		}
+	}
 }
