@@ -88,6 +88,11 @@ func TestCompatComplete(t *testing.T) {
 		if r.Status != Same && r.Status != IgnoredByIstio && r.Status != SameUntested && r.Note == "" {
 			t.Errorf("%s (%s) needs a note saying how or why", r.Name, r.Status)
 		}
+		for i, part := range strings.Split(r.Note, "`") {
+			if i%2 == 0 && strings.ContainsAny(part, "<>*|") {
+				t.Errorf("%s: note has <, >, * or | outside `code` (markdown would eat it): %q", r.Name, part)
+			}
+		}
 		if (r.Status == WingmanOnly) != strings.HasPrefix(r.Name, "WINGMAN_") {
 			t.Errorf("%s: only WINGMAN_* variables are Wingman's own", r.Name)
 		}
