@@ -40,6 +40,9 @@ func preflight(s proxySettings, env *options.Env) error {
 			errs = append(errs, fmt.Errorf("service account token for the CA (FILE_MOUNTED_CERTS and PROV_CERT unset): %w", err))
 		}
 	}
+	if err := caRootError(env); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, identityErrors(env)...)
 	if f := env.WorkloadIdentitySocketFile; f != defaultSDSSocketFile {
 		// As Istio's agent: it serves its own SDS only on the default name; another name must
@@ -55,6 +58,16 @@ func preflight(s proxySettings, env *options.Env) error {
 
 // defaultSDSSocketFile is Istio's default WORKLOAD_IDENTITY_SOCKET_FILE.
 const defaultSDSSocketFile = "socket"
+
+// caRootError is Istio's FindRootCAForCA refusal: with PILOT_CERT_PROVIDER=none there is no root
+// to verify the CA with unless CA_ROOT_CA or PROV_CERT names one (file-mounted certificates need
+// no CA).
+func caRootError(env *options.Env) error {
+	if env.FileMountedCerts || env.PilotCertProvider != "none" || env.CARootCA != "" || env.ProvCert != "" {
+		return nil
+	}
+	return errors.New("PILOT_CERT_PROVIDER=none leaves no root certificate to verify the CA with (set CA_ROOT_CA)")
+}
 
 // identityErrors names the empty variables a certificate request needs (every mode but
 // FILE_MOUNTED_CERTS asks the CA for spiffe://<TRUST_DOMAIN>/ns/<POD_NAMESPACE>/sa/<SERVICE_ACCOUNT>,

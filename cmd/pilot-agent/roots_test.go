@@ -68,6 +68,21 @@ func TestRootFilesAsIstio(t *testing.T) {
 		}
 	}
 
+	for _, tc := range []struct {
+		env     []string
+		wantErr bool
+	}{
+		{[]string{"PILOT_CERT_PROVIDER=none"}, true},
+		{[]string{"PILOT_CERT_PROVIDER=none", "CA_ROOT_CA=SYSTEM"}, false},
+		{[]string{"PILOT_CERT_PROVIDER=none", "PROV_CERT=/p"}, false},
+		{[]string{"PILOT_CERT_PROVIDER=none", "FILE_MOUNTED_CERTS=true"}, false},
+		{[]string{"PILOT_CERT_PROVIDER=istiod"}, false},
+	} {
+		if err := caRootError(parse(tc.env...)); (err != nil) != tc.wantErr {
+			t.Errorf("CA root for %v: %v, want error %v", tc.env, err, tc.wantErr)
+		}
+	}
+
 	for _, tc := range []struct{ addr, san, want string }{
 		{"istiod.istio-system.svc:15012", "", "istiod.istio-system.svc"},
 		{"istiod.istio-system.svc:15012", "istiod.example", "istiod.example"},

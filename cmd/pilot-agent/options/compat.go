@@ -66,7 +66,7 @@ var Compat = []CompatRow{
 	{"CA_ADDR", KindEnv, SameUntested, "CA address; discoveryAddress when unset", nil},
 	{"CA_PROVIDER", KindEnv, Refused, "`Citadel` works as Istio. `GoogleCA` is refused (Istio's open-source agent fails too: the provider is not registered); `GkeWorkloadCertificate` (file certificates from the GKE workload-certificate directory) is refused as not supported yet", []string{"TestUnsupportedSettingsRefused"}},
 	{"TRUST_DOMAIN", KindEnv, Same, "SPIFFE trust domain; audience of the GCE identity token", []string{"TestStartup", "TestGCECredentialFetcher"}},
-	{"PILOT_CERT_PROVIDER", KindEnv, Same, "picks the root certificate that verifies istiod and the CA (Istio's FindRootCAForXDS/ForCA order)", []string{"TestMissingTokenOrRoot", "TestRootFilesAsIstio"}},
+	{"PILOT_CERT_PROVIDER", KindEnv, Same, "picks the root certificate that verifies istiod and the CA (Istio's FindRootCAForXDS/ForCA order); `none` without XDS_ROOT_CA or CA_ROOT_CA stops the start, as Istio", []string{"TestMissingTokenOrRoot", "TestRootFilesAsIstio"}},
 	{"JWT_POLICY", KindEnv, IgnoredByIstio, "validated only: Istio treats first-party-jwt as third-party-jwt and always reads ./var/run/secrets/tokens/istio-token", nil},
 	{"XDS_ROOT_CA", KindEnv, Same, "root file for istiod, or SYSTEM (Istio's FindRootCAForXDS order)", []string{"TestMissingTokenOrRoot", "TestRootFilesAsIstio"}},
 	{"CA_ROOT_CA", KindEnv, Same, "root file for the CA, or SYSTEM (Istio's FindRootCAForCA order)", []string{"TestRootFilesAsIstio"}},
