@@ -17,7 +17,8 @@ import (
 // TestCASettingsEndToEnd runs the agent against a real CA (internal/testca over TLS) and checks
 // the CA settings as Istio's agent applies them: CA_ADDR picks the CA (discoveryAddress points
 // elsewhere), ISTIOD_SAN is the name the CA's certificate is verified for, CA_HEADER_* and
-// ISTIO_META_CLUSTER_ID arrive as gRPC metadata, SECRET_TTL is the validity asked for, OUTPUT_CERTS
+// ISTIO_META_CLUSTER_ID arrive as gRPC metadata, ISTIO_META_CERT_SIGNER as the request's CertSigner
+// metadata, SECRET_TTL is the validity asked for, OUTPUT_CERTS
 // receives the files, 0644 when KUBERNETES_SERVICE_HOST is set (Istio's
 // security.WorkloadKeyCertFileMode rule), and the SPIFFE ID is built from TRUST_DOMAIN,
 // POD_NAMESPACE and SERVICE_ACCOUNT.
@@ -38,7 +39,8 @@ func TestCASettingsEndToEnd(t *testing.T) {
 	out := t.TempDir()
 	p := newPod(t, "", "CA_ADDR="+lis.Addr().String(), "ISTIOD_SAN="+testca.ServerName,
 		"CA_HEADER_x-wingman-test=ca-header", "ISTIO_META_CLUSTER_ID=cluster-7", "SECRET_TTL=2h",
-		"OUTPUT_CERTS="+out, "KUBERNETES_SERVICE_HOST=10.96.0.1", "TRUST_DOMAIN=example.org")
+		"OUTPUT_CERTS="+out, "KUBERNETES_SERVICE_HOST=10.96.0.1", "TRUST_DOMAIN=example.org",
+		"ISTIO_META_CERT_SIGNER=my-signer")
 	if err := os.WriteFile(filepath.Join(p.dir, istiodRootPath), ca.ServingRootPEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +85,9 @@ func TestCASettingsEndToEnd(t *testing.T) {
 	}
 	if v := md.Get("clusterid"); len(v) != 1 || v[0] != "cluster-7" {
 		t.Errorf("ClusterID metadata %v", md)
+	}
+	if got := ca.LastRequestMetadata()["CertSigner"]; got != "my-signer" {
+		t.Errorf("CertSigner in the request's metadata %q, want ISTIO_META_CERT_SIGNER's my-signer", got)
 	}
 	for _, f := range []string{"key.pem", "cert-chain.pem", "root-cert.pem"} {
 		st, err := os.Stat(filepath.Join(out, f))

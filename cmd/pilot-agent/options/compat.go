@@ -92,7 +92,7 @@ var Compat = []CompatRow{
 	{"CREDENTIAL_FETCHER_TYPE", KindEnv, Same, "JWT, or GoogleComputeEngine (token from the metadata server, refreshed before expiry)", []string{"TestGCECredentialFetcher", "TestRunRefreshesBeforeExpiryAndRetries"}},
 	{"GCE_METADATA_HOST", KindEnv, Same, "metadata server for CREDENTIAL_FETCHER_TYPE=GoogleComputeEngine", []string{"TestGCECredentialFetcher", "TestFetchWritesTokenFile"}},
 	{"CREDENTIAL_IDENTITY_PROVIDER", KindEnv, IgnoredByIstio, "Istio's open-source agent uses it only for the STS token exchange of vendor CA plugins, which it no longer serves", nil},
-	{"ISTIO_META_CERT_SIGNER", KindEnv, SameUntested, "`CertSigner` metadata on the CSR call", nil},
+	{"ISTIO_META_CERT_SIGNER", KindEnv, Same, "`CertSigner` metadata on the CSR call", []string{"TestCASettingsEndToEnd"}},
 	{"WORKLOAD_IDENTITY_SOCKET_FILE", KindEnv, Same, "a bare name; a non-default name must belong to a live SDS server (SPIRE), else the start fails, as Istio", []string{"TestCustomSDSSocketNeedsAServer", "TestProbeSDSSocket"}},
 	{"PROXY_CONFIG_XDS_AGENT", KindEnv, Refused, "`true` is refused: ProxyConfig over xDS (PCDS trust bundles) is not supported yet; `false` (Istio's default) works", []string{"TestUnsupportedSettingsRefused"}},
 	{"PILOT_ENABLE_CA_CRL", KindEnv, Refused, "`true` is Istio's default and is accepted while no CRL file exists; with `true` and /var/run/secrets/istio/crl/ca-crl.pem present the agent refuses to start (serving the CRL in ROOTCA is not supported yet). `false` works", []string{"TestUnsupportedSettingsRefused"}},
