@@ -2,46 +2,81 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
 	"github.com/wingman-mesh/wingman/internal/testca"
 )
 
-// TestCASettingsEndToEnd runs the agent against a real CA (internal/testca over TLS) and checks
-// the CA settings as Istio's agent applies them: CA_ADDR picks the CA (discoveryAddress points
+// TestCASettingsEndToEnd runs the agent against a real CA (internal/testca over TLS) and a real
+// xDS server, and checks the CA and control-plane settings as Istio's agent applies them: CA_ADDR picks the CA (discoveryAddress points
 // elsewhere), ISTIOD_SAN is the name the CA's certificate is verified for, CA_HEADER_* and
-// ISTIO_META_CLUSTER_ID arrive as gRPC metadata, ISTIO_META_CERT_SIGNER as the request's CertSigner
+// ISTIO_META_CLUSTER_ID arrive as gRPC metadata (XDS_HEADER_* and ClusterID on the xDS stream), ISTIO_META_CERT_SIGNER as the request's CertSigner
 // metadata, SECRET_TTL is the validity asked for, OUTPUT_CERTS
 // receives the files, 0644 when KUBERNETES_SERVICE_HOST is set (Istio's
 // security.WorkloadKeyCertFileMode rule), and the SPIFFE ID is built from TRUST_DOMAIN,
 // POD_NAMESPACE and SERVICE_ACCOUNT.
 func TestCASettingsEndToEnd(t *testing.T) {
-	ca, err := testca.New(testca.Config{Token: "token", TLS: true})
+	ca, err := testca.New(testca.Config{Token: "token"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	rootPEM, serving, err := testca.ServingPKI(time.Hour, testca.ServerName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- ca.Serve(ctx, lis) }()
-	defer func() { cancel(); <-served }()
+	creds := grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{serving},
+		MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}))
+	// The CA at CA_ADDR; at discoveryAddress an xDS server that records the stream's metadata.
+	caSrv := grpc.NewServer(creds)
+	ca.Register(caSrv)
+	xdsMD := make(chan metadata.MD, 1)
+	xdsSrv := grpc.NewServer(creds, grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+		md, _ := metadata.FromIncomingContext(ss.Context())
+		select {
+		case xdsMD <- md:
+		default:
+		}
+		<-ss.Context().Done()
+		return nil
+	}))
+	caLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	xdsLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var servers sync.WaitGroup
+	servers.Go(func() { _ = caSrv.Serve(caLis) })
+	servers.Go(func() { _ = xdsSrv.Serve(xdsLis) })
+	defer func() { caSrv.Stop(); xdsSrv.Stop(); servers.Wait() }()
 
 	out := t.TempDir()
-	p := newPod(t, "", "CA_ADDR="+lis.Addr().String(), "ISTIOD_SAN="+testca.ServerName,
+	p := newPod(t, "", "CA_ADDR="+caLis.Addr().String(), "ISTIOD_SAN="+testca.ServerName, "XDS_HEADER_x-wingman-xds=xds-header",
 		"CA_HEADER_x-wingman-test=ca-header", "ISTIO_META_CLUSTER_ID=cluster-7", "SECRET_TTL=2h",
 		"OUTPUT_CERTS="+out, "KUBERNETES_SERVICE_HOST=10.96.0.1", "TRUST_DOMAIN=example.org",
 		"ISTIO_META_CERT_SIGNER=my-signer")
-	if err := os.WriteFile(filepath.Join(p.dir, istiodRootPath), ca.ServingRootPEM(), 0o644); err != nil {
+	p.env[0] = fmt.Sprintf(`PROXY_CONFIG={"binaryPath": %q, "proxyAdminPort": %d, "statusPort": %d, "discoveryAddress": %q}`,
+		standinBin, p.admin, freePort(t), xdsLis.Addr().String())
+	if err := os.WriteFile(filepath.Join(p.dir, istiodRootPath), rootPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c, _, errb := p.cmd(t, "proxy", "sidecar")
@@ -86,6 +121,36 @@ func TestCASettingsEndToEnd(t *testing.T) {
 	if v := md.Get("clusterid"); len(v) != 1 || v[0] != "cluster-7" {
 		t.Errorf("ClusterID metadata %v", md)
 	}
+	// xDS: a stream on the agent's XDS socket opens the one upstream stream to discoveryAddress,
+	// verified as ISTIOD_SAN, carrying XDS_HEADER_* and ClusterID.
+	cc, err := grpc.NewClient("unix://"+filepath.Join(p.dir, "etc/istio/proxy/XDS"),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer scancel()
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: "sidecar~10.0.0.5~app-7d9.default~default.svc.cluster.local"},
+		TypeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case md := <-xdsMD:
+		if v := md.Get("x-wingman-xds"); len(v) != 1 || v[0] != "xds-header" {
+			t.Errorf("XDS_HEADER metadata on the xDS stream: %v", md)
+		}
+		if v := md.Get("clusterid"); len(v) != 1 || v[0] != "cluster-7" {
+			t.Errorf("ClusterID metadata on the xDS stream: %v", md)
+		}
+	case <-sctx.Done():
+		t.Fatalf("no xDS stream reached discoveryAddress; agent stderr:\n%s", errb)
+	}
+
 	if got := ca.LastRequestMetadata()["CertSigner"]; got != "my-signer" {
 		t.Errorf("CertSigner in the request's metadata %q, want ISTIO_META_CERT_SIGNER's my-signer", got)
 	}

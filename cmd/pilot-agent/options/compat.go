@@ -72,7 +72,7 @@ var Compat = []CompatRow{
 	{"CA_ROOT_CA", KindEnv, Same, "root file for the CA, or SYSTEM (Istio's FindRootCAForCA order)", []string{"TestRootFilesAsIstio"}},
 	{"ISTIOD_SAN", KindEnv, Same, "TLS server name expected of istiod and the CA", []string{"TestRootFilesAsIstio", "TestCASettingsEndToEnd"}},
 	{"XDS_AUTH_PROVIDER", KindEnv, IgnoredByIstio, "Istio's agent reads it into its options and never uses it", nil},
-	{"XDS_HEADER_*", KindEnv, SameUntested, "each becomes gRPC metadata on the xDS stream", nil},
+	{"XDS_HEADER_*", KindEnv, Same, "each becomes gRPC metadata on the xDS stream", []string{"TestCASettingsEndToEnd"}},
 	{"CA_HEADER_*", KindEnv, Same, "each becomes gRPC metadata on CA calls", []string{"TestStartup", "TestCASettingsEndToEnd"}},
 	{"TOKEN_AUDIENCES", KindEnv, IgnoredByIstio, "registered in Istio's agent but read only by istiod", nil},
 	{"KUBERNETES_SERVICE_HOST", KindEnv, Same, "OUTPUT_CERTS files 0644 instead of 0600", []string{"TestCASettingsEndToEnd"}},
