@@ -100,7 +100,7 @@ var Compat = []CompatRow{
 
 	// Envoy and lifecycle.
 	{"ENVOY_STATUS_PORT", KindEnv, Same, "Envoy's health listener in the bootstrap", []string{"TestGoldens", "TestNodeReadBackAsIstiod"}},
-	{"ENVOY_PROMETHEUS_PORT", KindEnv, Same, "Envoy's Prometheus listener; merged by /stats/prometheus", []string{"TestGoldens", "TestMetricsEndpoint"}},
+	{"ENVOY_PROMETHEUS_PORT", KindEnv, Same, "Envoy's Prometheus listener; merged by /stats/prometheus", []string{"TestGoldens", "TestMetricsEndpoint", "TestMergeEnvoyStatsSetting"}},
 	{"ENVOY_SECURE_METRICS_PORT", KindEnv, Pending, "in this tree only node metadata and excluded from the drain's connection count (bootstrap branch)", nil},
 	{"ENVOY_SECURE_MERGED_METRICS_PORT", KindEnv, Pending, "in this tree only node metadata and excluded from the drain's connection count (bootstrap branch)", nil},
 	{"MINIMUM_DRAIN_DURATION", KindEnv, Same, "", []string{"TestExitOnZeroActiveConnections"}},
@@ -155,7 +155,7 @@ var Compat = []CompatRow{
 	{"REWRITE_PROBE_LEGACY_LOCALHOST_DESTINATION", KindEnv, Pending, "probes always go to the pod IP in this tree (probes branch)", nil},
 	{"ENABLE_PROBE_KEEPALIVE_CONNECTIONS", KindEnv, SameUntested, "keep probe connections alive", nil},
 	{"METRICS_LOCALHOST_ACCESS_ONLY", KindEnv, Same, "", []string{"TestLocalOnlyEndpointsRefuseRemoteCallers"}},
-	{"PILOT_AGENT_MERGE_ENVOY_STATS", KindEnv, SameUntested, "`false` leaves Envoy's stats out of /stats/prometheus", nil},
+	{"PILOT_AGENT_MERGE_ENVOY_STATS", KindEnv, Same, "`false` leaves Envoy's stats out of /stats/prometheus", []string{"TestMergeEnvoyStatsSetting"}},
 
 	// Node metadata.
 	{"ISTIO_META_ENABLE_HBONE", KindEnv, Same, "node metadata; default of PEER_METADATA_DISCOVERY", []string{"TestGoldens"}},
