@@ -74,7 +74,7 @@ func TestCASettingsEndToEnd(t *testing.T) {
 		"CA_HEADER_x-wingman-test=ca-header", "ISTIO_META_CLUSTER_ID=cluster-7", "SECRET_TTL=2h",
 		"OUTPUT_CERTS="+out, "KUBERNETES_SERVICE_HOST=10.96.0.1", "TRUST_DOMAIN=example.org",
 		"ISTIO_META_CERT_SIGNER=my-signer")
-	p.env[0] = fmt.Sprintf(`PROXY_CONFIG={"binaryPath": %q, "proxyAdminPort": %d, "statusPort": %d, "discoveryAddress": %q}`,
+	p.env[0] = fmt.Sprintf(`PROXY_CONFIG={"binaryPath": %q, "proxyAdminPort": %d, "statusPort": %d, "discoveryAddress": %q, "terminationDrainDuration": "0.1s"}`,
 		standinBin, p.admin, freePort(t), xdsLis.Addr().String())
 	if err := os.WriteFile(filepath.Join(p.dir, istiodRootPath), rootPEM, 0o644); err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func TestMergeEnvoyStatsSetting(t *testing.T) {
 	}{{"", true}, {"false", false}} {
 		p := newPod(t, "")
 		status := freePort(t)
-		p.env[0] = fmt.Sprintf(`PROXY_CONFIG={"binaryPath": %q, "proxyAdminPort": %d, "statusPort": %d, "discoveryAddress": "127.0.0.1:1"}`,
+		p.env[0] = fmt.Sprintf(`PROXY_CONFIG={"binaryPath": %q, "proxyAdminPort": %d, "statusPort": %d, "discoveryAddress": "127.0.0.1:1", "terminationDrainDuration": "0.1s"}`,
 			standinBin, p.admin, status)
 		p.env = append(p.env, "ENVOY_PROMETHEUS_PORT="+promPort, "PILOT_AGENT_MERGE_ENVOY_STATS="+tc.merge)
 		c, _, errb := p.cmd(t, "proxy", "sidecar")
