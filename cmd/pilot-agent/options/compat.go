@@ -149,11 +149,11 @@ var Compat = []CompatRow{
 	{"DNS_FORWARD_TIMEOUT", KindEnv, Same, "", []string{"TestUpstreamFailures", "TestForwardBound"}},
 
 	// Status server.
-	{"ISTIO_KUBE_APP_PROBERS", KindEnv, Same, "rewritten application probes", []string{"TestAppProbeThroughServer", "TestParseValid"}},
+	{"ISTIO_KUBE_APP_PROBERS", KindEnv, Same, "rewritten application probes", []string{"TestAppProbeThroughServer", "TestParseValid", "TestProbeKeepAliveSetting"}},
 	{"ISTIO_PROMETHEUS_ANNOTATIONS", KindEnv, Same, "application scrape merged into /stats/prometheus", []string{"TestParseAnnotations", "TestMergeOpenMetrics"}},
 	{"ISTIO_ENABLE_HTTP2_PROBING", KindEnv, Same, "", []string{"TestHTTPSProbeUsesHTTP2"}},
 	{"REWRITE_PROBE_LEGACY_LOCALHOST_DESTINATION", KindEnv, Pending, "probes always go to the pod IP in this tree (probes branch)", nil},
-	{"ENABLE_PROBE_KEEPALIVE_CONNECTIONS", KindEnv, SameUntested, "keep probe connections alive", nil},
+	{"ENABLE_PROBE_KEEPALIVE_CONNECTIONS", KindEnv, Same, "keep probe connections to the application alive (default: a new connection per probe)", []string{"TestProbeKeepAliveSetting"}},
 	{"METRICS_LOCALHOST_ACCESS_ONLY", KindEnv, Same, "", []string{"TestLocalOnlyEndpointsRefuseRemoteCallers"}},
 	{"PILOT_AGENT_MERGE_ENVOY_STATS", KindEnv, Same, "`false` leaves Envoy's stats out of /stats/prometheus", []string{"TestMergeEnvoyStatsSetting"}},
 
