@@ -79,7 +79,7 @@ var Compat = []CompatRow{
 
 	// Certificates.
 	{"OUTPUT_CERTS", KindEnv, Same, "certificate, key and root also written to this directory", []string{"TestOutputCerts", "TestCASettingsEndToEnd"}},
-	{"PROV_CERT", KindEnv, SameUntested, "provisioned certificate authenticates the agent to the CA (untested); its root-cert.pem is the root, as Istio (tested)", []string{"TestConflictingSettings", "TestRootFilesAsIstio"}},
+	{"PROV_CERT", KindEnv, Same, "the provisioned certificate authenticates the agent to the CA, no token needed; its root-cert.pem is the root", []string{"TestProvCertAuthenticatesToCA", "TestRootFilesAsIstio", "TestConflictingSettings"}},
 	{"FILE_MOUNTED_CERTS", KindEnv, Same, "certificates from files, no CA", []string{"TestFileMountedWorkloadCerts", "TestMissingTokenOrRoot"}},
 	{"SECRET_TTL", KindEnv, Same, "requested certificate lifetime", []string{"TestCASettingsEndToEnd"}},
 	{"SECRET_GRACE_PERIOD_RATIO", KindEnv, Same, "rotation point", []string{"TestRotationMaths", "TestRotationByFakeClock"}},
