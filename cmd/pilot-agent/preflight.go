@@ -77,8 +77,8 @@ func identityErrors(env *options.Env) []error {
 		return nil
 	}
 	var errs []error
-	for _, v := range []struct{ name, value, part string }{
-		{"POD_NAMESPACE", env.PodNamespace, "ns"}, {"SERVICE_ACCOUNT", env.ServiceAccount, "sa"},
+	for _, v := range []struct{ name, value string }{
+		{"POD_NAMESPACE", env.PodNamespace}, {"SERVICE_ACCOUNT", env.ServiceAccount},
 	} {
 		if v.value == "" {
 			errs = append(errs, fmt.Errorf("%s is empty: the workload certificate is requested for "+
