@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
@@ -35,10 +36,14 @@ func unsupported(env *options.Env, pc *meshv1alpha1.ProxyConfig, templateFile, c
 	if env.CompliancePolicy != "" {
 		refuse("COMPLIANCE_POLICY="+env.CompliancePolicy, "the agent's own TLS to istiod and the CA does not apply the policy; unset it")
 	}
-	switch env.CAProvider {
-	case "GoogleCA":
+	switch {
+	case env.CAProvider == "GoogleCA":
 		refuse("CA_PROVIDER=GoogleCA", "no Google CA client (Istio's open-source agent has none registered either)")
-	case "GkeWorkloadCertificate":
+	case env.CAProvider == "Citadel" && strings.Contains(env.CAAddr, "googleapis.com"):
+		// Istio's agent switches to the GoogleCA provider for such an address.
+		refuse("CA_ADDR="+env.CAAddr, "a googleapis.com CA selects the GoogleCA provider, which has no client "+
+			"(Istio's open-source agent has none registered either)")
+	case env.CAProvider == "GkeWorkloadCertificate":
 		refuse("CA_PROVIDER=GkeWorkloadCertificate", "GKE workload certificates are not read")
 	}
 	if env.FileMountedCerts {

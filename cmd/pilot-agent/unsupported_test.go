@@ -46,6 +46,7 @@ func TestUnsupportedSettingsRefused(t *testing.T) {
 		{"PCDS off", []string{"PROXY_CONFIG_XDS_AGENT=false"}, none, "", noCRL, ""},
 		{"compliance", []string{"COMPLIANCE_POLICY=fips-140-2"}, none, "", noCRL, "COMPLIANCE_POLICY=fips-140-2"},
 		{"GoogleCA", []string{"CA_PROVIDER=GoogleCA"}, none, "", noCRL, "CA_PROVIDER=GoogleCA"},
+		{"Google CA address", []string{"CA_ADDR=meshca.googleapis.com:443"}, none, "", noCRL, "googleapis.com"},
 		{"GKE certificates", []string{"CA_PROVIDER=GkeWorkloadCertificate"}, none, "", noCRL, "CA_PROVIDER=GkeWorkloadCertificate"},
 		{"TLS client key, file certs", []string{"FILE_MOUNTED_CERTS=true", "ISTIO_META_TLS_CLIENT_KEY=/k"}, none, "", noCRL, "ISTIO_META_TLS_CLIENT_KEY"},
 		{"TLS client chain from proxyMetadata", []string{"FILE_MOUNTED_CERTS=true"}, func(pc *meshv1alpha1.ProxyConfig) {
