@@ -27,7 +27,7 @@ var Documented = []Group{
 		{"HOST_IP", "", "node IP substituted for $(HOST_IP) in ISTIO_BOOTSTRAP_OVERRIDE and tracer addresses"},
 		{"PROXY_CONFIG", "", "ProxyConfig (YAML or JSON) merged over the mesh file's defaultConfig; unknown fields are skipped with a warning naming them"},
 		{"ISTIO_META_CLUSTER_ID", "", "cluster ID, sent as ClusterID metadata to the xDS server and CA"},
-		{"CA_ADDR", "discoveryAddress", "certificate authority address"},
+		{"CA_ADDR", "discoveryAddress", "certificate authority address (a googleapis.com address, which selects GoogleCA in Istio, is refused at start)"},
 		{"CA_PROVIDER", "Citadel", "Citadel (GoogleCA and GkeWorkloadCertificate are refused at start: not supported yet)"},
 		{"TRUST_DOMAIN", "cluster.local", "SPIFFE trust domain"},
 		{"PILOT_CERT_PROVIDER", "istiod", "istiod, kubernetes, k8s.io/<signer>, custom or none: picks the xDS root"},
