@@ -19,8 +19,23 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags='-s -w $(VERSION_LDFLAGS)' -o $(BIN) ./cmd/pilot-agent
 
-# The README's test command: vet, every test under the race detector, every fuzz target briefly.
-test: lint race gate fuzz
+# The README's test command: vet, every test under the race detector, the gates, every fuzz
+# target briefly. Each step says what it does before it starts (compiling is silent otherwise)
+# and the run ends with one summary line.
+test:
+	@start=$$(date +%s); for s in lint race gate fuzz; do \
+	  case $$s in \
+	    lint) what="go vet ./... and gofmt (compiles every package first: minutes on a cold cache)";; \
+	    race) what="every test under the race detector (compiles again with -race; one line per package)";; \
+	    gate) what="allocation, heap and same-run ratio gates (go test -run Gate ./...)";; \
+	    fuzz) what="every fuzz target for $(FUZZTIME) each (scripts/fuzz.sh)";; \
+	  esac; \
+	  echo "== make test [$$s] $$what ($$(( $$(date +%s) - start ))s elapsed)"; \
+	  if ! $(MAKE) --no-print-directory $$s; then \
+	    echo "make test: FAILED at step $$s after $$(( $$(date +%s) - start ))s"; exit 1; \
+	  fi; \
+	done; \
+	echo "make test: PASS (lint, race, gate, fuzz) in $$(( $$(date +%s) - start ))s"
 
 vet:
 	$(GO) vet ./...
@@ -49,7 +64,12 @@ bench:
 
 # The whole agent on one machine against meshlab, a local control plane (see lab/demo/).
 demo:
-	$(GO) run ./lab/demo
+	@start=$$(date +%s); \
+	echo "== make demo: compiling the demo driver (./lab/demo; on a cold cache minutes on 2 cores)"; \
+	$(GO) build -o out/demo ./lab/demo || exit 1; \
+	echo "== make demo: running it: it builds pilot-agent and the Envoy stand-in, then runs each step"; \
+	if out/demo; then echo "make demo: PASS in $$(( $$(date +%s) - start ))s"; \
+	else echo "make demo: FAILED after $$(( $$(date +%s) - start ))s (see the step above)"; exit 1; fi
 
 # End-to-end performance against the reference agent (see perf/README or perf/results/report.md).
 SCENARIO ?= large_4mb

@@ -2,6 +2,9 @@ package proxyconfig
 
 import (
 	"testing"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"sigs.k8s.io/yaml"
 )
 
 // FuzzProxyConfig feeds outside bytes (PROXY_CONFIG, the annotation, the mesh file) through every
@@ -25,6 +28,9 @@ func FuzzProxyConfig(f *testing.F) {
 			}
 		}
 		_, _ = parseMeshConfig(doc, "fuzz", nil)
+		if js, err := yaml.YAMLToJSON(doc); err == nil {
+			_ = unknownFields(js, (&meshv1alpha1.ProxyConfig{}).ProtoReflect().Descriptor())
+		}
 		if ann, err := ParsePodInfo(doc); err == nil {
 			_ = applyAnnotations(Default(), ann, "fuzz", nil)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -55,7 +56,8 @@ func parseInto(doc []byte, m proto.Message, source string, log *slog.Logger) err
 		return fmt.Errorf("%s: %w", source, err)
 	}
 	if log != nil {
-		log.Warn("ignoring unknown field", "source", source, "detail", strictErr.Error())
+		log.Warn("ignoring unknown fields", "source", source,
+			"fields", strings.Join(unknownFields(js, m.ProtoReflect().Descriptor()), ", "), "detail", strictErr.Error())
 	}
 	return nil
 }

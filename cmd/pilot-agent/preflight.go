@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/wingman-mesh/wingman/certs"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
 )
 
@@ -38,7 +40,54 @@ func preflight(s proxySettings, env *options.Env) error {
 			errs = append(errs, fmt.Errorf("service account token for the CA (FILE_MOUNTED_CERTS and PROV_CERT unset): %w", err))
 		}
 	}
+	if err := caRootError(env); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, identityErrors(env)...)
+	if f := env.WorkloadIdentitySocketFile; f != defaultSDSSocketFile {
+		// As Istio's agent: it serves its own SDS only on the default name; another name must
+		// belong to a live SDS server (SPIRE), else the start fails.
+		path := filepath.Join(sdsSocketDir, f)
+		if live, _ := certs.ProbeSDSSocket(path, time.Second); !live {
+			errs = append(errs, fmt.Errorf("WORKLOAD_IDENTITY_SOCKET_FILE=%s: no SDS server answers at %s "+
+				"(the agent serves SDS itself only on the default name %q)", f, path, defaultSDSSocketFile))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// defaultSDSSocketFile is Istio's default WORKLOAD_IDENTITY_SOCKET_FILE.
+const defaultSDSSocketFile = "socket"
+
+// caRootError is Istio's FindRootCAForCA refusal: with PILOT_CERT_PROVIDER=none there is no root
+// to verify the CA with unless CA_ROOT_CA or PROV_CERT names one (file-mounted certificates need
+// no CA).
+func caRootError(env *options.Env) error {
+	if env.FileMountedCerts || env.PilotCertProvider != "none" || env.CARootCA != "" || env.ProvCert != "" {
+		return nil
+	}
+	return errors.New("PILOT_CERT_PROVIDER=none leaves no root certificate to verify the CA with (set CA_ROOT_CA)")
+}
+
+// identityErrors names the empty variables a certificate request needs (every mode but
+// FILE_MOUNTED_CERTS asks the CA for spiffe://<TRUST_DOMAIN>/ns/<POD_NAMESPACE>/sa/<SERVICE_ACCOUNT>,
+// which the CA checks against the service-account token).
+func identityErrors(env *options.Env) []error {
+	if env.FileMountedCerts {
+		return nil
+	}
+	var errs []error
+	for _, v := range []struct{ name, value string }{
+		{"POD_NAMESPACE", env.PodNamespace}, {"SERVICE_ACCOUNT", env.ServiceAccount},
+	} {
+		if v.value == "" {
+			errs = append(errs, fmt.Errorf("%s is empty: the workload certificate is requested for "+
+				"spiffe://%s/ns/<POD_NAMESPACE>/sa/<SERVICE_ACCOUNT>, which the CA checks against the "+
+				"service-account token %s (the injector sets %s from the pod; set FILE_MOUNTED_CERTS=true "+
+				"to use mounted certificates instead)", v.name, env.TrustDomain, tokenPath, v.name))
+		}
+	}
+	return errs
 }
 
 // xdsRootPath returns the root certificate file istiod is verified with ("" for the system pool).

@@ -62,6 +62,7 @@ Usage:
 Flags (unknown flags are accepted and ignored, as Istio's agent does):
 %s`, fs.FlagUsages())
 	options.WriteHelp(w)
+	fmt.Fprint(w, exitCodesHelp)
 }
 
 // validNodeTypes are Istio's application node types (pkg/model/proxy.go).
@@ -198,6 +199,9 @@ func resolveAgent(ctx context.Context, shutdown context.CancelFunc, pf *proxyFla
 		applyConcurrency(&settings, pf.concurrency, env.CPULimit, log.Warn)
 		log.Info("effective proxy config", "settings", settings)
 		err = preflight(settings, env)
+	}
+	if err == nil {
+		err = unsupported(env, pc)
 	}
 	if err != nil {
 		shutdown() // ends the discovery at once; nothing else has started

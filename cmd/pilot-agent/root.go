@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -37,15 +38,15 @@ func newRootFlagSet(name string, tolerateUnknown bool) (*pflag.FlagSet, *rootFla
 	fs.StringVar(&r.outputLevel, "log_output_level", "default:info,grpc:none",
 		"comma-separated minimum per-scope logging level, as <scope>:<level>; levels: debug, info, warn, error, fatal, none")
 	fs.StringVar(&r.stacktraceLevel, "log_stacktrace_level", "default:none",
-		"comma-separated minimum per-scope level at which stack traces are captured (accepted)")
-	fs.StringVar(&r.caller, "log_caller", "", "comma-separated scopes for which to include caller information (accepted)")
+		"per-scope level at which stack traces are captured: only none is supported (other levels are refused at start)")
+	fs.StringVar(&r.caller, "log_caller", "", "comma-separated scopes for which to include caller information (default or all: source file and line on every record)")
 	fs.StringSliceVar(&r.target, "log_target", []string{"stdout"}, "output paths for logs: stdout, stderr or a file path")
 	fs.BoolVar(&r.asJSON, "log_as_json", false, "output logs as JSON")
-	fs.StringVar(&r.rotate, "log_rotate", "", "path for the optional rotating log file (accepted)")
-	fs.IntVar(&r.rotateMaxAge, "log_rotate_max_age", 30, "maximum age in days of a log file (accepted)")
-	fs.IntVar(&r.rotateMaxSize, "log_rotate_max_size", 104857600, "maximum size in megabytes of a log file (accepted)")
-	fs.IntVar(&r.rotateMaxBackups, "log_rotate_max_backups", 1000, "maximum number of log file backups (accepted)")
-	fs.IntVar(&r.vklog, "vklog", 0, "number for the log level verbosity (accepted)")
+	fs.StringVar(&r.rotate, "log_rotate", "", "rotating log file: refused at start (not supported yet; use --log_target)")
+	fs.IntVar(&r.rotateMaxAge, "log_rotate_max_age", 30, "maximum age in days of a log file (only with --log_rotate)")
+	fs.IntVar(&r.rotateMaxSize, "log_rotate_max_size", 104857600, "maximum size in megabytes of a log file (only with --log_rotate)")
+	fs.IntVar(&r.rotateMaxBackups, "log_rotate_max_backups", 1000, "maximum number of log file backups (only with --log_rotate)")
+	fs.IntVar(&r.vklog, "vklog", 0, "klog verbosity (accepted; the agent writes nothing through klog)")
 	return fs, r
 }
 
@@ -93,6 +94,7 @@ Usage:
 
 Available Commands:
   proxy       XDS proxy agent: runs Envoy and the services it needs
+  bootstrap   Prints (or with --validate checks) the Envoy bootstrap the agent would write
   request     Makes an HTTP request to Envoy's admin API or the agent's status port
   wait        Waits until the Envoy proxy is ready
   version     Prints out build version information
@@ -105,7 +107,7 @@ Available Commands:
 Flags:
 %s
 Use "pilot-agent [command] --help" for more information about a command.
-`, fs.FlagUsages())
+%s`, fs.FlagUsages(), exitCodesHelp)
 }
 
 func runHelp(args []string, sio stdio) int {
@@ -116,6 +118,10 @@ func runHelp(args []string, sio stdio) int {
 	switch args[0] {
 	case "proxy":
 		proxyUsage(sio.out)
+	case "bootstrap":
+		return runBootstrap(context.Background(), []string{"--help"}, nil, sio)
+	case "help":
+		rootUsage(sio.out)
 	case "request":
 		fs, _ := requestFlagSet()
 		commandUsage(sio.out, "request <method> <path> [<body>]", "Makes an HTTP request to Envoy's admin API", fs)
@@ -135,7 +141,7 @@ func runHelp(args []string, sio stdio) int {
 }
 
 func commandUsage(w io.Writer, use, short string, fs *pflag.FlagSet) {
-	fmt.Fprintf(w, "%s\n\nUsage:\n  pilot-agent %s [flags]\n\nFlags:\n%s", short, use, fs.FlagUsages())
+	fmt.Fprintf(w, "%s\n\nUsage:\n  pilot-agent %s [flags]\n\nFlags:\n%s%s", short, use, fs.FlagUsages(), exitCodesHelp)
 }
 
 // newLogger builds the agent's logger from the root flags.
@@ -143,6 +149,10 @@ func (r *rootFlags) newLogger(sio stdio) (*slog.Logger, func(), error) {
 	level, err := defaultLevel(r.outputLevel)
 	if err != nil {
 		return nil, nil, err
+	}
+	if r.rotate != "" {
+		// Istio's agent also writes a rotating file; silently not doing so would lose the logs.
+		return nil, nil, usageErr{fmt.Sprintf("--log_rotate=%s is not supported yet (use --log_target with a file path)", r.rotate)}
 	}
 	w, closeFn := sio.out, func() {}
 	if len(r.target) > 0 {
@@ -158,10 +168,14 @@ func (r *rootFlags) newLogger(sio stdio) (*slog.Logger, func(), error) {
 			w, closeFn = f, func() { f.Close() }
 		}
 	}
+	if err := stacktraceNone(r.stacktraceLevel); err != nil {
+		closeFn()
+		return nil, nil, err
+	}
 	if level == levelNone {
 		return slog.New(slog.DiscardHandler), closeFn, nil
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, AddSource: callerScopes(r.caller)}
 	if r.asJSON {
 		return slog.New(slog.NewJSONHandler(w, opts)), closeFn, nil
 	}
@@ -202,4 +216,33 @@ func defaultLevel(spec string) (slog.Level, error) {
 		}
 	}
 	return level, nil
+}
+
+// callerScopes reports whether --log_caller names the agent's one scope ("default", or "all").
+func callerScopes(spec string) bool {
+	for scope := range strings.SplitSeq(spec, ",") {
+		if s := strings.TrimSpace(scope); s == "default" || s == "all" {
+			return true
+		}
+	}
+	return false
+}
+
+// stacktraceNone refuses a --log_stacktrace_level that asks for stack traces (not supported yet):
+// every scope's level must be none.
+func stacktraceNone(spec string) error {
+	for part := range strings.SplitSeq(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		_, lv, ok := strings.Cut(part, ":")
+		if !ok {
+			lv = part
+		}
+		if lv != "none" {
+			return usageErr{fmt.Sprintf("--log_stacktrace_level=%s: stack traces in logs are not supported yet (only none)", spec)}
+		}
+	}
+	return nil
 }

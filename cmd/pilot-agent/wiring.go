@@ -265,8 +265,9 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server, 
 			up.ClientCertificate = istiod.FileClientCertificate(filepath.Join(env.ProvCert, "cert-chain.pem"),
 				filepath.Join(env.ProvCert, "key.pem"), time.Now)
 		case env.FileMountedCerts:
-			if env.TLSClientCertChain != "" && env.TLSClientKey != "" {
-				up.ClientCertificate = istiod.FileClientCertificate(env.TLSClientCertChain, env.TLSClientKey, time.Now)
+			chain, key := tlsClientSetting(env, a.proxyConfig, "ISTIO_META_TLS_CLIENT_CERT_CHAIN"), tlsClientSetting(env, a.proxyConfig, "ISTIO_META_TLS_CLIENT_KEY")
+			if chain != "" && key != "" {
+				up.ClientCertificate = istiod.FileClientCertificate(chain, key, time.Now)
 			}
 		case m != nil:
 			up.ClientCertificate = m.GetClientCertificate

@@ -237,6 +237,7 @@ func (d *demo) build(ctx context.Context) (string, error) {
 	d.agentBin = d.o.Agent
 	if d.agentBin == "" {
 		d.agentBin = filepath.Join(d.bin, "pilot-agent")
+		fmt.Fprintln(d.out, "building ./cmd/pilot-agent ...")
 		if err := goBuild(ctx, d.repo, "./cmd/pilot-agent", d.agentBin); err != nil {
 			return "", err
 		}
@@ -253,6 +254,7 @@ func (d *demo) build(ctx context.Context) (string, error) {
 	if d.envoyBin == "" {
 		d.standIn = true
 		d.envoyBin = filepath.Join(d.bin, "envoy-standin")
+		fmt.Fprintln(d.out, "building the Envoy stand-in ./lab/envoystub ...")
 		if err := goBuild(ctx, d.repo, "./lab/envoystub", d.envoyBin); err != nil {
 			return "", err
 		}

@@ -16,6 +16,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/big"
 	"net"
 	"net/url"
@@ -66,15 +67,16 @@ const ServerName = "istiod.istio-system.svc"
 
 // CA is the certificate authority. Methods are safe for concurrent use.
 type CA struct {
-	cfg  Config            // immutable after New
-	mode atomic.Int32      // current Mode
-	reqs atomic.Uint64     // CreateCertificate calls received
-	mu   sync.Mutex        // guards root, rootKey, rootPEM, lastMD, serial
-	root *x509.Certificate // guarded by mu
-	key  crypto.Signer     // guarded by mu
-	pem  []byte            // guarded by mu: root in PEM
-	md   metadata.MD       // guarded by mu: metadata of the last request
-	sn   int64             // guarded by mu: last serial number issued
+	cfg     Config            // immutable after New
+	mode    atomic.Int32      // current Mode
+	reqs    atomic.Uint64     // CreateCertificate calls received
+	mu      sync.Mutex        // guards root, rootKey, rootPEM, lastMD, serial
+	root    *x509.Certificate // guarded by mu
+	key     crypto.Signer     // guarded by mu
+	pem     []byte            // guarded by mu: root in PEM
+	md      metadata.MD       // guarded by mu: metadata of the last request
+	csrMeta map[string]string // guarded by mu: string fields of the last request's Metadata
+	sn      int64             // guarded by mu: last serial number issued
 
 	serving     tls.Certificate // immutable after New: TLS serving certificate
 	servingRoot []byte          // immutable after New: PEM root that signed serving
@@ -169,6 +171,14 @@ func (ca *CA) LastMetadata() metadata.MD {
 	return ca.md.Copy()
 }
 
+// LastRequestMetadata returns the string fields of the last request's Metadata (Istio's agent
+// sends CertSigner there).
+func (ca *CA) LastRequestMetadata() map[string]string {
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	return maps.Clone(ca.csrMeta)
+}
+
 // Register adds the CA's service to s.
 func (ca *CA) Register(s grpc.ServiceRegistrar) { pb.RegisterIstioCertificateServiceServer(s, ca) }
 
@@ -200,8 +210,13 @@ func (ca *CA) Serve(ctx context.Context, lis net.Listener) error {
 func (ca *CA) CreateCertificate(ctx context.Context, req *pb.IstioCertificateRequest) (*pb.IstioCertificateResponse, error) {
 	ca.reqs.Add(1)
 	md, _ := metadata.FromIncomingContext(ctx)
+	csrMeta := map[string]string{}
+	for k, v := range req.GetMetadata().GetFields() {
+		csrMeta[k] = v.GetStringValue()
+	}
 	ca.mu.Lock()
 	ca.md = md.Copy()
+	ca.csrMeta = csrMeta
 	ca.mu.Unlock()
 	resp, err := ca.sign(md, req)
 	if err != nil {

@@ -25,20 +25,20 @@ var Documented = []Group{
 		{"INSTANCE_IP", "", "pod IP, first in the node's IP list"},
 		{"SERVICE_ACCOUNT", "", "service account"},
 		{"HOST_IP", "", "node IP substituted for $(HOST_IP) in ISTIO_BOOTSTRAP_OVERRIDE and tracer addresses"},
-		{"PROXY_CONFIG", "", "ProxyConfig (YAML or JSON) merged over the mesh file's defaultConfig"},
+		{"PROXY_CONFIG", "", "ProxyConfig (YAML or JSON) merged over the mesh file's defaultConfig; unknown fields are skipped with a warning naming them"},
 		{"ISTIO_META_CLUSTER_ID", "", "cluster ID, sent as ClusterID metadata to the xDS server and CA"},
-		{"CA_ADDR", "discoveryAddress", "certificate authority address"},
-		{"CA_PROVIDER", "Citadel", "Citadel, GoogleCA or GkeWorkloadCertificate"},
+		{"CA_ADDR", "discoveryAddress", "certificate authority address (a googleapis.com address, which selects GoogleCA in Istio, is refused at start)"},
+		{"CA_PROVIDER", "Citadel", "Citadel (GoogleCA and GkeWorkloadCertificate are refused at start: not supported yet)"},
 		{"TRUST_DOMAIN", "cluster.local", "SPIFFE trust domain"},
 		{"PILOT_CERT_PROVIDER", "istiod", "istiod, kubernetes, k8s.io/<signer>, custom or none: picks the xDS root"},
-		{"JWT_POLICY", "third-party-jwt", "third-party-jwt or first-party-jwt (both read ./var/run/secrets/tokens/istio-token)"},
+		{"JWT_POLICY", "third-party-jwt", "third-party-jwt or first-party-jwt; both read ./var/run/secrets/tokens/istio-token (Istio makes no difference either)"},
 		{"XDS_ROOT_CA", "", "root certificate file for the xDS server, or SYSTEM"},
 		{"CA_ROOT_CA", "", "root certificate file for the CA, or SYSTEM"},
 		{"ISTIOD_SAN", "", "TLS server name expected of istiod and the CA"},
-		{"XDS_AUTH_PROVIDER", "", "accepted, unused"},
+		{"XDS_AUTH_PROVIDER", "", "accepted and ignored (Istio's agent ignores it too)"},
 		{"XDS_HEADER_*", "", "XDS_HEADER_<NAME>=v adds gRPC metadata <NAME>: v to xDS calls"},
 		{"CA_HEADER_*", "", "CA_HEADER_<NAME>=v adds gRPC metadata <NAME>: v to CA calls"},
-		{"TOKEN_AUDIENCES", "istio-ca", "token audiences (comma-separated)"},
+		{"TOKEN_AUDIENCES", "istio-ca", "accepted and ignored: read by istiod only, as with Istio's agent"},
 		{"KUBERNETES_SERVICE_HOST", "", "when set, OUTPUT_CERTS files are 0644 instead of 0600"},
 	}},
 	{"Certificates", []Var{
@@ -126,8 +126,8 @@ var Documented = []Group{
 	}},
 	{"Node metadata", []Var{
 		{"ISTIO_META_ENABLE_HBONE", "false", "HBONE (default for PEER_METADATA_DISCOVERY)"},
-		{"ISTIO_META_TLS_CLIENT_KEY", "", "xDS client key with FILE_MOUNTED_CERTS"},
-		{"ISTIO_META_TLS_CLIENT_CERT_CHAIN", "", "xDS client certificate chain with FILE_MOUNTED_CERTS"},
+		{"ISTIO_META_TLS_CLIENT_KEY", "", "with FILE_MOUNTED_CERTS refused at start (the xDS client certificate is not presented yet); otherwise ignored, as Istio"},
+		{"ISTIO_META_TLS_CLIENT_CERT_CHAIN", "", "as ISTIO_META_TLS_CLIENT_KEY"},
 		{"ISTIO_META_TLS_CLIENT_ROOT_CERT", "", "xDS root certificate with FILE_MOUNTED_CERTS"},
 		{"ISTIO_META_*", "", "every ISTIO_META_<NAME> becomes node metadata <NAME>"},
 		{"ISTIO_METAJSON_*", "", "JSON objects merged into node metadata"},
@@ -136,7 +136,7 @@ var Documented = []Group{
 
 // WriteHelp prints Documented.
 func WriteHelp(w io.Writer) {
-	fmt.Fprintln(w, "\nEnvironment variables (default in brackets):")
+	fmt.Fprintln(w, "\nEnvironment variables (default in brackets; docs/compat.md compares each with Istio's agent):")
 	for _, g := range Documented {
 		fmt.Fprintf(w, "\n  %s:\n", g.Title)
 		for _, v := range g.Vars {
