@@ -197,6 +197,7 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 		}
 		services = append(services, lifecycle.Service{Name: "envoy", Start: start, Run: a.envoy.Run})
 	}
+	services = append(services, trimService(log)) // last: once start-up is over
 
 	// First SIGTERM/SIGINT: graceful shutdown. A second one cuts Envoy's drain short (Istio
 	// ignores it).
