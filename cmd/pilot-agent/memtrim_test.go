@@ -25,7 +25,9 @@ func rssFileKB(t *testing.T, pid int) int64 {
 }
 
 // An idle agent unmaps its binary's read-only pages once start-up is over (memtrim.go): its
-// mapped file pages fall to a fraction of the binary, which start-up had mapped nearly whole.
+// mapped file pages fall well below the binary's size, which start-up had mapped nearly whole.
+// They grow back as the agent runs (here: its retries against an unreachable Istiod, and the GC,
+// which reads the binary's tables) — 1.9 → 9 MB within 2 s, so the test looks for the dip.
 func TestIdleAgentUnmapsItsBinary(t *testing.T) {
 	p := newPod(t, "")
 	c, _, errb := p.cmd(t, "proxy", "sidecar", "--log_output_level=default:warn")
@@ -39,20 +41,18 @@ func TestIdleAgentUnmapsItsBinary(t *testing.T) {
 	}
 	binKB := st.Size() / 1024
 	first := rssFileKB(t, c.Process.Pid)
-	var last int64
-	// No event tells when the pages are unmapped: poll the kernel's figure, bounded.
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if last = rssFileKB(t, c.Process.Pid); last < binKB/3 {
-			break
-		}
+	low := first
+	// No event tells when the pages are unmapped: poll the kernel's figure, finely and bounded.
+	for deadline := time.Now().Add(20 * time.Second); low >= binKB/2; {
+		low = min(low, rssFileKB(t, c.Process.Pid))
 		if time.Now().After(deadline) {
-			t.Errorf("RssFile %d KiB at Envoy's start, still %d KiB 20 s later; want < %d KiB (a third of the %d KiB binary)",
-				first, last, binKB/3, binKB)
+			t.Errorf("RssFile %d KiB at Envoy's start, never below %d KiB in 20 s; want < %d KiB (half the %d KiB binary)",
+				first, low, binKB/2, binKB)
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
-	t.Logf("RssFile %d KiB when Envoy started, %d KiB after the trim (binary %d KiB)", first, last, binKB)
+	t.Logf("RssFile %d KiB when Envoy started, %d KiB after the trim (binary %d KiB)", first, low, binKB)
 	c.Process.Signal(syscall.SIGTERM)
 	p.wait(t, "drain")
 	c.Process.Signal(syscall.SIGINT) // skip the drain period
