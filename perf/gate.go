@@ -22,7 +22,8 @@ type Baseline struct {
 	// regression fails with room to spare; the figures vary by about 2% run to run).
 	MemoryTolerance float64 `json:"memory_tolerance"`
 	// Memory are "scenario.metric" → Wingman's accepted size in KiB: idle memory of the real
-	// binary (startup.idle_rss_kb, startup.idle_anon_kb) and the binary itself (binary.size_kb).
+	// binary (startup.early_rss_kb 2 s after ready; startup.idle_rss_kb and idle_anon_kb after a
+	// garbage collection) and the binary itself (binary.size_kb).
 	Memory map[string]float64 `json:"memory"`
 }
 

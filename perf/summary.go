@@ -163,7 +163,8 @@ func targets(rep *Report, s *Summary) []Target {
 		"the agent had used %.1f ms of CPU by then (%.2f× the reference's)", fig("startup.exec_ms").Wingman, fig("startup.exec_ms").Direct,
 		fig("startup.exec_cpu_ms").Wingman, fig("startup.exec_cpu_ms").Ratio)
 	abs("idle anonymous memory of one agent (RssAnon)", "startup.idle_anon_kb", "MiB", 1024, 4)
-	why("heap, stacks and runtime metadata; whether the runtime's first GC has run by the reading moves it by ~0.8 MiB")
+	why("read after a GC asked of the agent's pprof handler (which itself faults in code and allocates); 2 s after ready, "+
+		"before any GC: %.1f MiB anonymous, %.1f MiB VmRSS", fig("startup.early_anon_kb").Wingman/1024, fig("startup.early_rss_kb").Wingman/1024)
 	abs("idle RSS of one agent", "startup.idle_rss_kb", "MiB", 1024, 14)
 	why("of %.1f MiB VmRSS only %.1f MiB is anonymous (heap, stacks); the rest is the binary's own mapped pages, "+
 		"which agents on one node share: the dense node's PSS is %.1f MiB per agent",
