@@ -76,8 +76,8 @@ SCENARIO ?= large_4mb
 perf: build
 	$(GO) run ./perf/cmd/perf -agent $(BIN) -runs 5 -dense 50 -out perf/results
 
-perf-gate:
-	$(GO) run ./perf/cmd/perf -runs 3 -scenarios large_4mb,many_1500,downstreams_10 -gate -baseline perf/baseline.json -out out/perf-gate
+perf-gate: build
+	$(GO) run ./perf/cmd/perf -agent $(BIN) -runs 3 -scenarios startup,large_4mb,many_1500,downstreams_10 -gate -baseline perf/baseline.json -out out/perf-gate
 
 perf-gate-short:
 	$(GO) test -count=1 -run '^TestPerfGate$$' -v ./perf/

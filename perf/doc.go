@@ -5,9 +5,12 @@
 // Wingman's mux or the reference proxy of lab/refagent — each with the Envoy stand-in of
 // lab/envoystub, and measures push latency (through the agent and direct), time to first config and
 // certificate, agent RSS (VmRSS, VmHWM) and CPU (schedstat), and allocations where the agent
-// exposes them. Wingman and the reference run interleaved, run by run, so every figure comes with
-// its ratio; the report (markdown and SVG) and the gate against baseline.json use ratios and
-// allocation counts only, never absolute times.
+// exposes them (the binary through the MemStats of its pprof index). Wingman and the reference run
+// interleaved, run by run, so every figure comes with its ratio; the report (markdown and SVG) and
+// the gate against baseline.json use ratios, allocation counts and sizes only (idle memory of the
+// real binary, the binary's size), never absolute times. The startup scenario times process start
+// → the stand-in's main package (wall time, reported) and reads the agent's CPU time at that
+// instant (exec_cpu_ms, gated as a ratio to the reference's).
 //
 // Everything the harness starts runs in its own process group and is stopped (SIGTERM, then
 // SIGKILL to the group) when a scenario ends, fails or times out; errors name the failed step.

@@ -23,6 +23,10 @@ type Event struct {
 	N       int    `json:"n,omitempty"`
 	Err     string `json:"err,omitempty"`
 	T       int64  `json:"t"`
+	T0      int64  `json:"t0,omitempty"` // on "start": when the stand-in's main package was initialised
+	// On "start": on-CPU nanoseconds of the agent and of the stand-in itself at T0 (-1: unread).
+	AgentCPU int64 `json:"agent_cpu,omitempty"`
+	CPU      int64 `json:"cpu,omitempty"`
 }
 
 // Time is the event's wall-clock time.

@@ -18,6 +18,13 @@ type Baseline struct {
 	// Budgets are "scenario.metric" → Wingman's accepted allocation figure (mallocs or KiB per
 	// forwarded MB).
 	Budgets map[string]float64 `json:"budgets"`
+	// MemoryTolerance is the relative growth allowed for Memory (0.2: 20%, so that a 25%
+	// regression fails with room to spare; the figures vary by about 2% run to run).
+	MemoryTolerance float64 `json:"memory_tolerance"`
+	// Memory are "scenario.metric" → Wingman's accepted size in KiB: idle memory of the real
+	// binary (startup.early_rss_kb 2 s after ready; startup.idle_rss_kb and idle_anon_kb after a
+	// garbage collection) and the binary itself (binary.size_kb).
+	Memory map[string]float64 `json:"memory"`
 }
 
 // LoadBaseline reads and checks a baseline file.
@@ -34,6 +41,17 @@ func LoadBaseline(path string) (*Baseline, error) {
 	}
 	if base.Tolerance < 0 || base.Tolerance > 10 {
 		return nil, fmt.Errorf("baseline %s: tolerance %v out of [0, 10]", path, base.Tolerance)
+	}
+	if base.MemoryTolerance < 0 || base.MemoryTolerance > 10 {
+		return nil, fmt.Errorf("baseline %s: memory_tolerance %v out of [0, 10]", path, base.MemoryTolerance)
+	}
+	for k, v := range base.Memory {
+		if !strings.HasSuffix(k, "_kb") {
+			return nil, fmt.Errorf("baseline %s: memory figure %s is not in KiB (…_kb)", path, k)
+		}
+		if v <= 0 {
+			return nil, fmt.Errorf("baseline %s: memory figure %s is %v, want > 0", path, k, v)
+		}
 	}
 	for k, v := range base.Ratios {
 		if v <= 0 {
@@ -86,6 +104,20 @@ func (b *Baseline) Check(s *Summary) []string {
 			fails = append(fails, fmt.Sprintf("%s: no allocation figure measured", k))
 		case f.Wingman > b.Budgets[k]*limit:
 			fails = append(fails, fmt.Sprintf("%s: %.4g over the budget %.4g × %.2f", k, f.Wingman, b.Budgets[k], limit))
+		}
+	}
+	mlimit := 1 + b.MemoryTolerance
+	for _, k := range sortedKeys(b.Memory) {
+		if !ran[scenarioOf(k)] {
+			continue
+		}
+		f, ok := s.Figures[k]
+		switch {
+		case !ok || f.Wingman <= 0:
+			fails = append(fails, fmt.Sprintf("%s: not measured", k))
+		case f.Wingman > b.Memory[k]*mlimit:
+			fails = append(fails, fmt.Sprintf("%s: %.0f KiB grew past %.0f KiB × %.2f (+%.0f%%)", k, f.Wingman, b.Memory[k], mlimit,
+				(f.Wingman/b.Memory[k]-1)*100))
 		}
 	}
 	return fails

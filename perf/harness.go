@@ -163,7 +163,7 @@ func (e *env) start(ctx context.Context, spec podSpec) (*Pod, error) {
 		spec.id = fmt.Sprintf("p%d", len(e.podList()))
 	}
 	spec.pprof = true
-	if e.cfg.Profile != "" && e.kind == Wingman {
+	if e.cfg.Profile != "" && e.kind == Wingman && !spec.quick {
 		spec.cpuProf = filepath.Join(e.cfg.Profile, fmt.Sprintf("%s-run%d-%s.cpu.pprof", e.name, e.run, spec.id))
 	}
 	spec.rsaKeys = e.cfg.RSAKeys
@@ -174,7 +174,7 @@ func (e *env) start(ctx context.Context, spec podSpec) (*Pod, error) {
 	e.mu.Lock()
 	e.pods = append(e.pods, p)
 	e.mu.Unlock()
-	if e.cfg.Profile != "" && p.Binary {
+	if e.cfg.Profile != "" && p.Binary && !spec.quick {
 		// The binary's status port serves pprof: take a CPU profile of the next seconds.
 		path := filepath.Join(e.cfg.Profile, fmt.Sprintf("%s-run%d-%s.cpu.pprof", e.name, e.run, spec.id))
 		e.profiles.Go(func() {

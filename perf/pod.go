@@ -1,14 +1,18 @@
 package perf
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -53,6 +57,7 @@ type podSpec struct {
 	pprof     bool   // serve pprof/expvar from the agent child (or the binary's status port)
 	cpuProf   string // agentchild writes a CPU profile of its whole run here
 	rsaKeys   bool   // the pilot-agent binary makes RSA-2048 keys (Istio's default), not ECDSA
+	quick     bool   // started only to be timed and killed: no profiles
 }
 
 // Pod is one agent with its Envoy stand-ins.
@@ -65,6 +70,7 @@ type Pod struct {
 	DebugAddr string   // host:port serving /debug/pprof (and /debug/vars for agentchild)
 	Binary    bool     // the agent is the real pilot-agent
 	Started   time.Time
+	killed    atomic.Bool // stopped on purpose mid-scenario (env.kill): its exit is no failure
 }
 
 // nextPort hands out ports below the kernel's ephemeral range (32768 up by default), so that
@@ -176,7 +182,8 @@ func startPod(ctx context.Context, root string, bins Bins, cp *ControlPlane, hub
 			p.Stop()
 			return nil, fmt.Errorf("pod %s: %w", spec.id, err)
 		}
-		stub, err := startProc("envoystub "+spec.id, dir, stubEnv, bins.Stub, "-c", bootstrapFile, "--drain-time-s", "1")
+		env := append(slices.Clip(stubEnv), "PERF_AGENT_PID="+strconv.Itoa(p.Agent.Pid())) // whose CPU its start reports
+		stub, err := startProc("envoystub "+spec.id, dir, env, bins.Stub, "-c", bootstrapFile, "--drain-time-s", "1")
 		if err != nil {
 			p.Stop()
 			return nil, err
@@ -211,7 +218,8 @@ func startPod(ctx context.Context, root string, bins Bins, cp *ControlPlane, hub
 
 // waitSockets waits until every path exists, the agent exits, or ctx ends.
 func waitSockets(ctx context.Context, agent *Proc, paths ...string) error {
-	t := time.NewTicker(2 * time.Millisecond)
+	// A fine tick: the wait is part of the reference's start → Envoy exec'd (startup scenario).
+	t := time.NewTicker(250 * time.Microsecond)
 	defer t.Stop()
 	for _, path := range paths {
 		for {
@@ -266,6 +274,9 @@ func (p *Pod) Stop() {
 
 // Failed returns the exit error of the first process of the pod that has exited, or nil.
 func (p *Pod) Failed() error {
+	if p.killed.Load() {
+		return nil
+	}
 	if p.Agent != nil {
 		if err := p.Agent.ExitError(); err != nil {
 			return err
@@ -279,13 +290,18 @@ func (p *Pod) Failed() error {
 	return nil
 }
 
-// Allocs reads the agent child's runtime counters from expvar (/debug/vars): heap objects and
-// bytes allocated since start. ok is false where the agent does not expose them.
+// Allocs reads the agent's runtime counters, heap objects and bytes allocated since start: from
+// expvar (/debug/vars) of an agent child, from the MemStats the real binary's pprof index prints
+// (/debug/pprof/heap?debug=1 on its status port). ok is false where the agent exposes neither.
 func (p *Pod) Allocs(ctx context.Context) (mallocs, bytes uint64, ok bool) {
-	if p.DebugAddr == "" || p.Binary {
+	if p.DebugAddr == "" {
 		return 0, 0, false
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.DebugAddr+"/debug/vars", nil)
+	path := "/debug/vars"
+	if p.Binary {
+		path = "/debug/pprof/heap?debug=1"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.DebugAddr+path, nil)
 	if err != nil {
 		return 0, 0, false
 	}
@@ -294,6 +310,12 @@ func (p *Pod) Allocs(ctx context.Context) (mallocs, bytes uint64, ok bool) {
 		return 0, 0, false
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, false
+	}
+	if p.Binary {
+		return parseMemStats(resp.Body)
+	}
 	var v struct {
 		Memstats struct{ Mallocs, TotalAlloc uint64 } `json:"memstats"`
 	}
@@ -309,4 +331,27 @@ func keyAlgorithm(rsa bool) string {
 		return ""
 	}
 	return "ECDSA"
+}
+
+// parseMemStats reads "# Mallocs = N" and "# TotalAlloc = N" from the runtime.MemStats that
+// net/http/pprof appends to a text heap profile.
+func parseMemStats(r io.Reader) (mallocs, bytes uint64, ok bool) {
+	var seen int
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		k, v, found := strings.Cut(strings.TrimPrefix(sc.Text(), "# "), " = ")
+		if !found {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		switch {
+		case err != nil:
+		case k == "Mallocs":
+			mallocs, seen = n, seen|1
+		case k == "TotalAlloc":
+			bytes, seen = n, seen|2
+		}
+	}
+	return mallocs, bytes, seen == 3 && sc.Err() == nil
 }

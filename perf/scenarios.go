@@ -15,7 +15,7 @@ type scenario struct {
 }
 
 var scenarios = map[string]scenario{
-	"startup":        {order: 0, run: startup},
+	"startup":        {order: 0, direct: true, run: startup},
 	"small_rate":     {order: 1, direct: true, run: smallRate},
 	"large_4mb":      {order: 2, direct: true, run: large(4<<20, 100)},
 	"large_10mb":     {order: 3, direct: true, run: large(10<<20, 100)},
@@ -104,20 +104,4 @@ func startOne(ctx context.Context, e *env, spec podSpec) (*Pod, time.Duration, t
 		c = cert[0]
 	}
 	return p, cfg[0], c, nil
-}
-
-func startup(ctx context.Context, e *env) (map[string]float64, []time.Duration, error) {
-	p, cfg, cert, err := startOne(ctx, e, podSpec{})
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := settle(ctx, 2*time.Second); err != nil {
-		return nil, nil, err
-	}
-	pr, err := read(ctx, p)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read idle usage: %w", err)
-	}
-	return map[string]float64{"first_config_ms": ms(cfg), "first_cert_ms": ms(cert),
-		"idle_rss_kb": float64(pr.u.RSSKB), "idle_anon_kb": float64(pr.u.AnonKB), "idle_pss_kb": float64(pr.u.PssKB), "startup_cpu_ms": ms(pr.u.CPU)}, nil, nil
 }

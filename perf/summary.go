@@ -65,8 +65,13 @@ func Summarize(rep *Report) *Summary {
 			if d, ok := kinds[Direct]; ok {
 				for _, k := range []Kind{Wingman, Reference} {
 					if m, ok := kinds[k]; ok {
-						m["added_p50_ms"] = m["p50_ms"] - d["p50_ms"]
-						m["added_p99_ms"] = m["p99_ms"] - d["p99_ms"]
+						if _, ok := d["p50_ms"]; ok {
+							m["added_p50_ms"] = m["p50_ms"] - d["p50_ms"]
+							m["added_p99_ms"] = m["p99_ms"] - d["p99_ms"]
+						}
+						if de, ok := d["exec_ms"]; ok {
+							m["added_exec_ms"] = m["exec_ms"] - de // the agent's share of start → Envoy exec'd
+						}
 					}
 				}
 			}
@@ -110,6 +115,10 @@ func Summarize(rep *Report) *Summary {
 		f.Ratio, f.RatioMin, f.RatioMax = median(v), slices.Min(v), slices.Max(v)
 		s.Figures[name] = f
 	}
+	if rep.BinarySize > 0 {
+		// A figure of its own, so that the gate can hold the binary's size like any byte count.
+		s.Figures["binary.size_kb"] = Figure{Wingman: float64(rep.BinarySize) / 1024, HasWingman: true}
+	}
 	s.Targets = targets(rep, s)
 	return s
 }
@@ -149,16 +158,23 @@ func targets(rep *Report, s *Summary) []Target {
 		"transport's copies, which now dominate its profile (grpc transport reads, memmove, memclr)",
 		c.Wingman, c.Reference, c.RatioMin, c.RatioMax, allocRatio(s))
 	abs("peak RSS above idle during a 10 MB push (1.5 × 10 MiB + 2 MiB)", "large_10mb.peak_above_idle_kb", "MiB", 1024, 17)
-	abs("idle RSS of one agent", "startup.idle_rss_kb", "MiB", 1024, 12)
+	abs("process start → Envoy exec'd, the agent's share (median, wall time)", "startup.added_exec_ms", "ms", 1, 8)
+	why("wall time on a shared machine: %.1f ms from start to the stand-in's main (%.1f ms of it the stand-in's own start); "+
+		"the agent had used %.1f ms of CPU by then (%.2f× the reference's)", fig("startup.exec_ms").Wingman, fig("startup.exec_ms").Direct,
+		fig("startup.exec_cpu_ms").Wingman, fig("startup.exec_cpu_ms").Ratio)
+	abs("idle anonymous memory of one agent (RssAnon)", "startup.idle_anon_kb", "MiB", 1024, 4)
+	why("read after a GC asked of the agent's pprof handler (which itself faults in code and allocates); 2 s after ready, "+
+		"before any GC: %.1f MiB anonymous, %.1f MiB VmRSS", fig("startup.early_anon_kb").Wingman/1024, fig("startup.early_rss_kb").Wingman/1024)
+	abs("idle RSS of one agent", "startup.idle_rss_kb", "MiB", 1024, 14)
 	why("of %.1f MiB VmRSS only %.1f MiB is anonymous (heap, stacks); the rest is the binary's own mapped pages, "+
 		"which agents on one node share: the dense node's PSS is %.1f MiB per agent",
 		fig("startup.idle_rss_kb").Wingman/1024, fig("startup.idle_anon_kb").Wingman/1024,
 		fig("dense.idle_pss_total_kb").Wingman/1024/max(fig("dense.pods").Wingman, 1))
-	bin := Target{Name: "stripped pilot-agent binary", Want: "≤ 15.0 MiB"}
+	bin := Target{Name: "stripped pilot-agent binary", Want: "≤ 14.0 MiB"}
 	if rep.BinarySize > 0 {
 		v := float64(rep.BinarySize) / (1 << 20)
 		// Bytes too: a size near the line must not read as "15.0 ≤ 15.0".
-		bin.Measured, bin.Got, bin.Pass = true, fmt.Sprintf("%.2f MiB (%d B)", v, rep.BinarySize), v <= 15
+		bin.Measured, bin.Got, bin.Pass = true, fmt.Sprintf("%.2f MiB (%d B)", v, rep.BinarySize), v <= 14
 	}
 	out = append(out, bin)
 	why("the harness measures the size only and does not analyse it; `go tool nm -size -sort size` on an " +
@@ -172,7 +188,13 @@ func targets(rep *Report, s *Summary) []Target {
 		rss := s.Figures["dense.idle_rss_total_kb"].Wingman / 1024 * 50 / pods
 		dense.Measured, dense.Got, dense.Pass = true, fmt.Sprintf("%.0f MiB (%.0f MiB; %.0f pods measured)", v, rss, pods), v <= 600
 	}
-	return append(out, dense)
+	out = append(out, dense)
+	pss := Target{Name: "idle PSS per agent on the dense node", Want: "≤ 4.0 MiB"}
+	if f, ok := s.Figures["dense.idle_pss_total_kb"]; ok && f.Wingman > 0 {
+		v := f.Wingman / 1024 / s.Figures["dense.pods"].Wingman
+		pss.Measured, pss.Got, pss.Pass = true, fmt.Sprintf("%.2f MiB", v), v <= 4
+	}
+	return append(out, pss)
 }
 
 // allocRatio formats the heap-bytes-per-MB ratio of the 4 MB pushes, where measured.

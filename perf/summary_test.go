@@ -77,6 +77,8 @@ func TestLoadBaselineRejectsBadInput(t *testing.T) {
 		"negative ratio":    `{"ratios": {"a.b": -1}}`,
 		"budget not allocs": `{"budgets": {"large_4mb.p50_ms": 3}}`,
 		"bad tolerance":     `{"tolerance": -1}`,
+		"memory not in KiB": `{"memory": {"startup.idle_rss": 3}}`,
+		"bad memory tol.":   `{"memory_tolerance": -1}`,
 		"not json":          `tolerance: 1`,
 	} {
 		path := filepath.Join(dir, "b.json")

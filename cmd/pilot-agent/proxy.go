@@ -283,6 +283,7 @@ func buildParts(a *agent, sio stdio) (parts, error) {
 		}
 		p.services = append(p.services, lifecycle.Service{Name: "envoy", Start: start, Run: p.envoy.Run})
 	}
+	p.services = append(p.services, trimService(a.log)) // last: once start-up is over
 	return p, nil
 }
 

@@ -23,7 +23,12 @@ type event struct {
 	Bytes   int    `json:"bytes,omitempty"`
 	N       int    `json:"n,omitempty"`
 	Err     string `json:"err,omitempty"`
-	T       int64  `json:"t"` // Unix nanoseconds
+	T       int64  `json:"t"`            // Unix nanoseconds
+	T0      int64  `json:"t0,omitempty"` // on "start": when this process's main package was initialised
+	// On "start": on-CPU nanoseconds of the agent (PERF_AGENT_PID or the parent) and of this
+	// process at T0 (-1: unreadable).
+	AgentCPU int64 `json:"agent_cpu,omitempty"`
+	CPU      int64 `json:"cpu,omitempty"`
 }
 
 // events writes JSON lines. Guarded by mu.

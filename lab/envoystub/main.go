@@ -13,6 +13,7 @@
 //	PERF_SLOW_MS      pause before reading each ADS response (a slow Envoy)
 //	PERF_ADMIN_PORT   overrides the bootstrap's admin port
 //	PERF_XDS_ADDR     dial this host:port in plaintext instead of the xds-grpc pipe (direct mode)
+//	PERF_AGENT_PID    the agent whose CPU time the start event reports (default the parent)
 package main
 
 import (
@@ -23,6 +24,15 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+)
+
+// initialised is when the process reached its main package (after the runtime's and every
+// dependency's initialisation): the harness's "Envoy exec'd" instant, reported on the start event
+// with the CPU time the agent had used by then (agentCPU) and the stand-in's own (ownCPU).
+var (
+	initialised = time.Now()
+	agentCPU    = cpuOf(agentPID())
+	ownCPU      = cpuOf(os.Getpid())
 )
 
 func main() {
@@ -76,7 +86,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer adm.Close()
-	ev.emit(event{Ev: "start", Api: bs.apiType})
+	ev.emit(event{Ev: "start", Api: bs.apiType, T0: initialised.UnixNano(), AgentCPU: agentCPU, CPU: ownCPU})
 
 	x := &xdsClient{bs: bs, ev: ev, st: st, nackPrefix: os.Getenv("PERF_NACK_PREFIX"), slow: slow,
 		direct: os.Getenv("PERF_XDS_ADDR")}
