@@ -166,7 +166,7 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("CA address %q: %w", c.CAAddr, err))
 		}
 		if c.Namespace == "" || c.ServiceAccount == "" {
-			errs = append(errs, errors.New("namespace and service account are required to request a certificate"))
+			errs = append(errs, errors.New("POD_NAMESPACE and SERVICE_ACCOUNT are required to request a certificate (the SPIFFE identity is spiffe://<trust domain>/ns/<POD_NAMESPACE>/sa/<SERVICE_ACCOUNT>)"))
 		}
 	}
 	if c.GracePeriodRatioJitter >= c.GracePeriodRatio {

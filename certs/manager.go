@@ -234,7 +234,11 @@ func (m *Manager) rotate(ctx context.Context) {
 			return
 		}
 		d := bo.next()
-		m.log.Warn("certificate fetch failed; the current certificate stays in service", "err", err, "retry_in", d)
+		if m.cur.Load() == nil {
+			m.log.Warn("first certificate fetch failed; retrying (no certificate to serve yet)", "err", err, "retry_in", d)
+		} else {
+			m.log.Warn("certificate fetch failed; the current certificate stays in service", "err", err, "retry_in", d)
+		}
 		if !m.sleep(ctx, d) {
 			return
 		}
