@@ -11,6 +11,20 @@ import (
 
 // refCopy is the obvious, buffering version of copyLines for a body read without error.
 func refCopy(body []byte, limit int64, om bool) (string, bool) {
+	if om {
+		// An OpenMetrics body ends at its "# EOF" line: when that whole line is within the limit,
+		// what follows is never read, so nothing is cut.
+		off := 0
+		for _, l := range strings.SplitAfter(string(body), "\n") {
+			off += len(l)
+			if int64(off) > limit {
+				break
+			}
+			if strings.HasSuffix(l, "\n") && strings.TrimRight(l, "\r\n") == "# EOF" {
+				return refCopyAll(body[:off-len(l)]), false
+			}
+		}
+	}
 	cut := int64(len(body)) >= limit
 	if cut {
 		body = body[:limit]
@@ -35,6 +49,21 @@ func refCopy(body []byte, limit int64, om bool) (string, bool) {
 		}
 	}
 	return out.String(), cut
+}
+
+// refCopyAll is every line of body, each ended by a newline.
+func refCopyAll(body []byte) string {
+	var out strings.Builder
+	for _, l := range strings.SplitAfter(string(body), "\n") {
+		if l == "" {
+			continue
+		}
+		out.WriteString(l)
+		if !strings.HasSuffix(l, "\n") {
+			out.WriteString("\n")
+		}
+	}
+	return out.String()
 }
 
 func TestCopyLines(t *testing.T) {
