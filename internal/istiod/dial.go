@@ -65,6 +65,15 @@ func transport(cfg *Config) (credentials.TransportCredentials, error) {
 	if cfg.IsPlaintext() {
 		return insecure.NewCredentials(), nil
 	}
+	tc, err := tlsConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(tc), nil
+}
+
+// tlsConfig is TLS 1.2+ verified against the roots, re-read when they change.
+func tlsConfig(cfg *Config) (*tls.Config, error) {
 	roots := &rootPool{file: cfg.RootCAFile}
 	if _, err := roots.get(); err != nil {
 		return nil, err
@@ -80,7 +89,7 @@ func transport(cfg *Config) (credentials.TransportCredentials, error) {
 	if err := applyCompliance(tc, cfg.CompliancePolicy); err != nil {
 		return nil, err
 	}
-	return credentials.NewTLS(tc), nil
+	return tc, nil
 }
 
 // tokenCreds sends the bearer token read fresh from a file on every call. Immutable.
