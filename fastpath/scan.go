@@ -46,7 +46,6 @@ type ResponseScanner struct {
 	hasType, hasVer, hasNonc bool
 	early                    string
 	earlyOK                  bool
-	anyTried                 bool // the first resource's Any has been entered
 }
 
 // frame is one length-delimited message being walked.
@@ -61,7 +60,7 @@ type frameKind uint8
 const (
 	frameMessage  frameKind = iota // the response
 	frameResource                  // a delta Resource: read strictly, as Peeker.peekResource does
-	frameAny                       // the first resource's Any: read for its type_url only, leniently
+	frameAny                       // a resource's Any: read for its type_url only, leniently
 )
 
 type scanMode uint8
@@ -81,7 +80,7 @@ const (
 	actString                 // a top-level string field: version, type URL or nonce
 	actRemoved                // a delta removed_resources name
 	actResource               // a delta Resource
-	actAny                    // the first resource's Any
+	actAny                    // a resource's Any, until a type URL is known
 	actAnyType                // that Any's type_url
 	actName                   // the current Resource's name
 	actVersion                // the current Resource's version
@@ -104,12 +103,13 @@ func (s *ResponseScanner) Reset(delta bool, size int, visit func(kind NameKind, 
 }
 
 // EarlyTypeURL returns the message's type URL as soon as it is known: the top-level type_url once
-// one has been read completely, else the type_url of the first resource's google.protobuf.Any
-// (SotW: resources is the Any; Delta: the Any is field 2 of a Resource, and the first Resource
-// holding one counts) once that has been read completely; the Any's first type_url counts. Istiod marshals in field-number order, so for a large push the Any's
-// comes first, within the first few hundred bytes. The Any is only looked at for this hint: if it
-// is malformed, the hint waits for the top-level field (a message Peeker accepts is never
-// refused for it). Known type URLs are returned without allocating.
+// one has been read completely, else the first type_url read completely in a resource's
+// google.protobuf.Any (SotW: resources is the Any; Delta: the Any is field 2 of a Resource),
+// which is the first resource's unless that one has none. Istiod marshals in field-number order,
+// so for a large push the Any's comes first, within the first few hundred bytes. The Anys are
+// read for this hint only, until it is known: a malformed one is passed over (Peeker does not
+// read them, and a message it accepts is never refused for them). Known type URLs are returned
+// without allocating.
 func (s *ResponseScanner) EarlyTypeURL() (string, bool) {
 	if s.hasType {
 		return s.typeURL, true
@@ -321,7 +321,7 @@ func (s *ResponseScanner) key(k uint64) {
 			s.resources++
 			if s.delta {
 				s.then = actResource
-			} else if !s.anyTried {
+			} else if s.wantAny() {
 				s.then = actAny
 			}
 		case f == drespRemoved && s.delta:
@@ -334,7 +334,7 @@ func (s *ResponseScanner) key(k uint64) {
 			s.then = actName
 		case f == resVersion:
 			s.then = actVersion
-		case f == resResource && !s.anyTried:
+		case f == resResource && s.wantAny():
 			s.then = actAny
 		}
 	case frameAny:
@@ -343,6 +343,10 @@ func (s *ResponseScanner) key(k uint64) {
 		}
 	}
 }
+
+// wantAny says whether the next resource's Any is to be read for its type URL: until a type
+// URL is known.
+func (s *ResponseScanner) wantAny() bool { return !s.earlyOK && !s.hasType }
 
 // skipValue starts skipping a value of wire type wt, as Cursor.SkipValue.
 func (s *ResponseScanner) skipValue(wt int) {
@@ -391,7 +395,6 @@ func (s *ResponseScanner) length(v uint64) {
 		kind := frameResource
 		if s.then == actAny {
 			kind = frameAny
-			s.anyTried = true
 		} else {
 			s.name, s.version = s.name[:0], s.version[:0]
 			s.hasName, s.hasVersion = false, false
@@ -512,8 +515,8 @@ func (s *ResponseScanner) pop() {
 	s.valueDone()
 }
 
-// bad handles malformed data. Inside the first resource's Any (read for a hint only, and not
-// read at all by Peeker) it abandons the Any and skips to its end; elsewhere it fails the message
+// bad handles malformed data. Inside a resource's Any (read for a hint only, and not read at
+// all by Peeker) it abandons the Any and skips to its end; elsewhere it fails the message
 // with the error Peeker gives, wrapped the same way.
 func (s *ResponseScanner) bad(err error) {
 	if s.frames[s.depth].kind == frameAny {
