@@ -462,8 +462,19 @@ func bigResponse(b *testing.B) []byte {
 	return AppendResponse(nil, []byte("2026-12-03T04:00:00Z/17"), ClusterType, "nonce-1", res)
 }
 
+// bigDeltaResponse is the same push as a DeltaDiscoveryResponse.
+func bigDeltaResponse(b *testing.B) []byte {
+	r := &discovery.DeltaDiscoveryResponse{TypeUrl: ClusterType, Nonce: "nonce-1", SystemVersionInfo: "2026-12-03T04:00:00Z/17"}
+	body := bytes.Repeat([]byte{0x5a}, 2048)
+	for i := range 2000 {
+		r.Resources = append(r.Resources, &discovery.Resource{Name: fmt.Sprintf("outbound|8080||svc-%d.ns.svc.cluster.local", i),
+			Version: "2026-12-03T04:00:00Z/17", Resource: &anypb.Any{TypeUrl: ClusterType, Value: body}})
+	}
+	return marshal(b, r)
+}
+
 // BenchmarkScanResponse feeds a 4 MiB response in 32 KiB pieces (HTTP/2 DATA frames); the peek
-// of the same message whole, in the same 32 KiB buffers, is the same-run reference.
+// of the same message whole, in the same 32 KiB buffers, is the same-run reference (".../peek-whole").
 func BenchmarkScanResponse(b *testing.B) {
 	msg := bigResponse(b)
 	const piece = 32 << 10
@@ -480,6 +491,38 @@ func BenchmarkScanResponse(b *testing.B) {
 				}
 			}
 			if err := s.FinishSotW(&r); err != nil || r.Resources != 2000 {
+				b.Fatal(err, r)
+			}
+		}
+	})
+	dmsg := bigDeltaResponse(b)
+	names := 0
+	visit := func(NameKind, []byte, []byte) { names++ }
+	b.Run("size=4MB/delta", func(b *testing.B) {
+		var s ResponseScanner
+		var r DeltaResponse
+		b.SetBytes(int64(len(dmsg)))
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Reset(true, len(dmsg), visit)
+			for p := dmsg; len(p) > 0; p = p[min(len(p), piece):] {
+				if err := s.Feed(p[:min(len(p), piece)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := s.FinishDelta(&r); err != nil || r.Resources != 2000 {
+				b.Fatal(err, r)
+			}
+		}
+	})
+	b.Run("size=4MB/delta/peek-whole", func(b *testing.B) {
+		var p Peeker
+		var r DeltaResponse
+		bufs := split(dmsg, piece)
+		b.SetBytes(int64(len(dmsg)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := p.PeekDeltaResponse(bufs, &r, visit); err != nil || r.Resources != 2000 {
 				b.Fatal(err, r)
 			}
 		}
