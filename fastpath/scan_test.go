@@ -540,3 +540,37 @@ func BenchmarkScanResponse(b *testing.B) {
 		}
 	})
 }
+
+// TestScanVisitAtResourceEnd checks that each Resource is reported as soon as its last byte has
+// been fed (its name follows its body on the wire), and each removed name as soon as it has; the
+// ends are found with protowire, the protobuf module's own wire reader.
+func TestScanVisitAtResourceEnd(t *testing.T) {
+	msg := marshal(t, &discovery.DeltaDiscoveryResponse{TypeUrl: ClusterType, Nonce: "n", RemovedResources: []string{"gone"},
+		Resources: []*discovery.Resource{
+			{Name: "a", Version: "1", Resource: &anypb.Any{TypeUrl: ClusterType, Value: make([]byte, 300)}},
+			{Name: "b", Version: "2", Resource: &anypb.Any{TypeUrl: ClusterType, Value: make([]byte, 20)}},
+		}})
+	var want []int
+	for off := 0; off < len(msg); {
+		num, typ, n := protowire.ConsumeTag(msg[off:])
+		m := protowire.ConsumeFieldValue(num, typ, msg[off+n:])
+		if n < 0 || m < 0 {
+			t.Fatal("protowire cannot read the message")
+		}
+		off += n + m
+		if num == drespResources || num == drespRemoved {
+			want = append(want, off)
+		}
+	}
+	var s ResponseScanner
+	var got []int
+	s.Reset(true, len(msg), func(NameKind, []byte, []byte) { got = append(got, s.Fed()) })
+	for i := range msg {
+		if err := s.Feed(msg[i : i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("visited after %v bytes, want %v", got, want)
+	}
+}
