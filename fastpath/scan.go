@@ -463,7 +463,7 @@ func (s *ResponseScanner) collected(v []byte) {
 		}
 	case actRemoved:
 		if s.visit != nil {
-			s.visit(Removed, v, nil)
+			s.visit(Removed, present(v), nil)
 		}
 	case actAnyType:
 		if !s.earlyOK {
@@ -491,6 +491,17 @@ func keepType(dst *string, b []byte) {
 	keep(dst, b)
 }
 
+// present returns b, or an empty slice that is not nil when b is nil: Peeker passes visit nil
+// only for an absent field, and a present empty one as empty.
+func present(b []byte) []byte {
+	if b == nil {
+		return noBytes
+	}
+	return b
+}
+
+var noBytes = []byte{}
+
 // valueDone returns to reading keys once a value has been read.
 func (s *ResponseScanner) valueDone() {
 	s.mode = modeKey
@@ -504,10 +515,10 @@ func (s *ResponseScanner) pop() {
 	if s.frames[s.depth].kind == frameResource && s.visit != nil {
 		var name, version []byte
 		if s.hasName {
-			name = s.name
+			name = present(s.name)
 		}
 		if s.hasVersion {
-			version = s.version
+			version = present(s.version)
 		}
 		s.visit(Updated, name, version)
 	}

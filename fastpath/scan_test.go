@@ -38,7 +38,7 @@ func (r peekResult) equal(o peekResult) bool {
 
 func recordNames(names *[]string) func(NameKind, []byte, []byte) {
 	return func(k NameKind, name, version []byte) {
-		*names = append(*names, fmt.Sprintf("%d:%q@%q:%t", k, name, version, version == nil))
+		*names = append(*names, fmt.Sprintf("%d:%q:%t@%q:%t", k, name, name == nil, version, version == nil))
 	}
 }
 
