@@ -12,11 +12,11 @@ import (
 // it keeps (type URL, nonce, versions, the current resource's name and version), never by a
 // resource body, which it skips as it passes without reading or copying it.
 //
-// Use: [ResponseScanner.Reset] with the message's length (known from the gRPC prefix), [ResponseScanner.Feed]
-// the bytes in order, then [ResponseScanner.FinishSotW] or [ResponseScanner.FinishDelta].
-// [ResponseScanner.EarlyTypeURL] tells the type as soon as it has passed. Reusable: reset between
-// messages; in steady state it allocates nothing. Not safe for concurrent use; the zero value is
-// ready to Reset.
+// Use: [ResponseScanner.Reset] with the message's length (known from the gRPC prefix),
+// [ResponseScanner.Feed] the bytes in order, then [ResponseScanner.FinishSotW] or
+// [ResponseScanner.FinishDelta]. [ResponseScanner.EarlyTypeURL] tells the type as soon as it has
+// passed. Reusable: reset between messages; in steady state it allocates nothing. Not safe for
+// concurrent use; the zero value is ready to Reset.
 type ResponseScanner struct {
 	delta bool
 	size  int // length of the message
@@ -24,8 +24,8 @@ type ResponseScanner struct {
 	visit func(kind NameKind, name, version []byte)
 	err   error // sticky: the first error
 
-	// Nesting: frames[0] is the message, frames[1] a delta Resource or (SotW) the first
-	// resource's Any, frames[2] (delta) the first Resource's Any.
+	// Nesting: frames[0] is the message, frames[1] a delta Resource or (SotW) a resource's
+	// Any read for its type_url, frames[2] (delta) a Resource's Any read for its type_url.
 	frames [3]frame
 	depth  int
 
@@ -94,12 +94,20 @@ func (s *ResponseScanner) Reset(delta bool, size int, visit func(kind NameKind, 
 	*s = ResponseScanner{
 		delta: delta, size: size, visit: visit,
 		frames: [3]frame{{end: size, kind: frameMessage}},
-		buf:    s.buf[:0], name: s.name[:0], version: s.version[:0],
+		buf:    keepSmall(s.buf), name: keepSmall(s.name), version: keepSmall(s.version),
 		typeURL: s.typeURL, ver: s.ver, nonce: s.nonce, early: s.early,
 	}
 	if size < 0 {
 		s.err = fmt.Errorf("fastpath: negative message size %d", size)
 	}
+}
+
+// keepSmall empties b for reuse, or drops it when an unusually long name grew it.
+func keepSmall(b []byte) []byte {
+	if cap(b) > maxPeekString {
+		return nil
+	}
+	return b[:0]
 }
 
 // EarlyTypeURL returns the message's type URL as soon as it is known: the top-level type_url once
@@ -463,7 +471,7 @@ func (s *ResponseScanner) collected(v []byte) {
 		}
 	case actRemoved:
 		if s.visit != nil {
-			s.visit(Removed, v, nil)
+			s.visit(Removed, present(v), nil)
 		}
 	case actAnyType:
 		if !s.earlyOK {
@@ -491,6 +499,17 @@ func keepType(dst *string, b []byte) {
 	keep(dst, b)
 }
 
+// present returns b, or an empty slice that is not nil when b is nil: Peeker passes visit nil
+// only for an absent field, and a present empty one as empty.
+func present(b []byte) []byte {
+	if b == nil {
+		return noBytes
+	}
+	return b
+}
+
+var noBytes = []byte{}
+
 // valueDone returns to reading keys once a value has been read.
 func (s *ResponseScanner) valueDone() {
 	s.mode = modeKey
@@ -504,10 +523,10 @@ func (s *ResponseScanner) pop() {
 	if s.frames[s.depth].kind == frameResource && s.visit != nil {
 		var name, version []byte
 		if s.hasName {
-			name = s.name
+			name = present(s.name)
 		}
 		if s.hasVersion {
-			version = s.version
+			version = present(s.version)
 		}
 		s.visit(Updated, name, version)
 	}

@@ -38,7 +38,7 @@ func (r peekResult) equal(o peekResult) bool {
 
 func recordNames(names *[]string) func(NameKind, []byte, []byte) {
 	return func(k NameKind, name, version []byte) {
-		*names = append(*names, fmt.Sprintf("%d:%q@%q:%t", k, name, version, version == nil))
+		*names = append(*names, fmt.Sprintf("%d:%q:%t@%q:%t", k, name, name == nil, version, version == nil))
 	}
 }
 
@@ -411,6 +411,9 @@ func FuzzScanResponse(f *testing.F) {
 	f.Add(append(unknownFields(nil), 0x22, 0x01, 'x'), false, uint64(2))
 	f.Add(marshal(f, &discovery.DeltaDiscoveryResponse{TypeUrl: ClusterType, Nonce: "n", RemovedResources: []string{"r"},
 		Resources: []*discovery.Resource{{Name: "a", Version: "1", Resource: &anypb.Any{TypeUrl: ClusterType, Value: []byte("x")}}}}), true, uint64(3))
+	odd := protowire.AppendBytes(protowire.AppendTag(nil, resResource, protowire.BytesType), []byte{0x0b, 0x0c, 0x0a, 0x01, 't'})
+	odd = append(unknownFields(odd), 0x1a, 0x00)
+	f.Add(append(unknownFields(protowire.AppendBytes([]byte{0x12}, odd)), 0x32, 0x00), true, uint64(4))
 	f.Fuzz(func(t *testing.T, data []byte, delta bool, seed uint64) {
 		want := peekWhole(data, delta)
 		var s ResponseScanner

@@ -1,0 +1,16 @@
+// Package h2grpc carries gRPC streams over the HTTP/2 implementation of Go's standard library
+// (net/http), with messages that can be read and written in pieces. It exists for the xDS
+// proxy's cut-through forwarding: grpc-go only hands over whole messages, so a 10 MB push would
+// be fully received before its first byte went on; here a message's body is read straight from
+// the transport into the caller's buffers (ClientStream.Read) and written out piece by piece
+// (ServerStream.BeginMsg/Write), each piece blocking until HTTP/2 flow control lets it go, so a
+// slow reader bounds the memory held instead of growing it.
+//
+// Client is one HTTP/2 connection (TLS with ALPN h2, or plaintext with prior knowledge) shared
+// by every stream and redialled on the next Open after it is lost. Server serves HTTP/2 with
+// prior knowledge (h2c), for Envoy on a Unix socket. Only what the proxy needs of gRPC is spoken:
+// the 5-byte length prefix (uncompressed), the content-type, grpc-status/grpc-message trailers
+// (percent-encoded as the gRPC HTTP/2 protocol document says), grpc-timeout on the server, and
+// the HTTP-to-gRPC status mapping of grpc-go. Errors that come from the peer or the transport are
+// grpc status errors (status.Code is meaningful); transport failures are codes.Unavailable.
+package h2grpc
