@@ -43,6 +43,9 @@ type ClientConfig struct {
 	// MaxRecvMsgBytes bounds a received message: a larger one ends the stream with
 	// ResourceExhausted. 0: 4 MiB, grpc-go's default.
 	MaxRecvMsgBytes int
+	// Dial, when set, makes the connection's byte stream (e.g. a Unix socket) in place of a TCP
+	// dial to Address, which remains the :authority.
+	Dial func(ctx context.Context) (net.Conn, error)
 }
 
 const (
@@ -103,6 +106,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			PingTimeout:                   cfg.KeepaliveTimeout,
 		},
 		Protocols: new(http.Protocols),
+	}
+	if cfg.Dial != nil {
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return cfg.Dial(ctx) }
 	}
 	scheme := "http"
 	if cfg.TLS != nil {

@@ -481,3 +481,39 @@ func TestParseTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestClientDialsUnixSocket: with Dial set, the client reaches a server on a Unix socket (as a
+// test client of the xDS proxy's socket does); Address stays the :authority.
+func TestClientDialsUnixSocket(t *testing.T) {
+	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: echoHandler})
+	var dials atomic.Int32
+	c, err := NewClient(ClientConfig{Address: "localhost:15010", Dial: func(ctx context.Context) (net.Conn, error) {
+		dials.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Open(testCtx(t), testMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := []byte("over a unix socket")
+	if err := s.SendMsg(mem.BufferSlice{mem.SliceBuffer(want)}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.RecvMsgHeader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, n)
+	if _, err := io.ReadFull(s, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) || dials.Load() != 1 {
+		t.Fatalf("got %q after %d dials", got, dials.Load())
+	}
+}
