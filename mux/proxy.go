@@ -10,10 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
-
-	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/h2grpc"
 	"github.com/wingman-mesh/wingman/internal/unixsock"
 )
 
@@ -88,7 +85,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 	srv := p.newServer()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(pacedListener{l}) }()
+	go func() { errc <- srv.Serve(l) }()
 	var err error
 	select {
 	case <-ctx.Done():
@@ -104,34 +101,22 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 	return err
 }
 
-func (p *Proxy) newServer() *grpc.Server {
-	srv := grpc.NewServer(
-		grpc.ForceServerCodecV2(fastpath.Codec{}),
-		grpc.Creds(pacingCreds{}), // plaintext; lets a stream find its connection (pacing.go)
-		grpc.MaxRecvMsgSize(p.cfg.Downstream.MaxRecvMsgBytes),
-		grpc.MaxSendMsgSize(p.cfg.MaxMessageBytes),
-		grpc.MaxConcurrentStreams(p.cfg.Downstream.MaxConcurrentStreams),
-		grpc.InitialWindowSize(streamWindow),
-		grpc.InitialConnWindowSize(connWindow),
-		grpc.ReadBufferSize(ioBuffer),
-		grpc.WriteBufferSize(ioBuffer),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: p.cfg.Downstream.KeepaliveTime, Timeout: p.cfg.Downstream.KeepaliveTimeout}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: p.cfg.Downstream.KeepaliveTime / 2, PermitWithoutStream: true}),
-	)
-	srv.RegisterService(&grpc.ServiceDesc{
-		ServiceName: adsService,
-		HandlerType: (*any)(nil),
-		Streams: []grpc.StreamDesc{
-			{StreamName: "StreamAggregatedResources", ServerStreams: true, ClientStreams: true,
-				Handler: func(_ any, ss grpc.ServerStream) error { return p.serve(ss, sotw{}) }},
-			{StreamName: "DeltaAggregatedResources", ServerStreams: true, ClientStreams: true,
-				Handler: func(_ any, ss grpc.ServerStream) error { return p.serve(ss, deltaProto{}) }},
-		},
-	}, p)
-	return srv
+func (p *Proxy) newServer() *h2grpc.Server {
+	d := p.cfg.Downstream
+	return h2grpc.NewServer(h2grpc.ServerConfig{
+		MaxRecvMsgBytes:      d.MaxRecvMsgBytes,
+		MaxConcurrentStreams: int(d.MaxConcurrentStreams),
+		StreamWindow:         streamWindow,
+		ConnWindow:           connWindow,
+		KeepaliveTime:        d.KeepaliveTime,
+		KeepaliveTimeout:     d.KeepaliveTimeout,
+	}, map[string]h2grpc.Handler{
+		sotwMethod:  func(ss *h2grpc.ServerStream) error { return p.serve(ss, sotw{}) },
+		deltaMethod: func(ss *h2grpc.ServerStream) error { return p.serve(ss, deltaProto{}) },
+	})
 }
 
-func (p *Proxy) serve(ss grpc.ServerStream, proto protocol) error {
+func (p *Proxy) serve(ss downstream, proto protocol) error {
 	s := newSession(p, proto, ss)
 	p.mu.Lock()
 	p.sessions[s] = struct{}{}
@@ -162,8 +147,12 @@ func (p *Proxy) Stats() QueueStats {
 		st.Requests += b
 		st.PeakRequests = max(st.PeakRequests, peak)
 		b, peak, superseded := s.outQ.stats()
+		if cut := s.streaming.Load(); cut != nil {
+			now, _ := cut.heldBytes()
+			b += now
+		}
 		st.Responses += b
-		st.PeakResponses = max(st.PeakResponses, peak)
+		st.PeakResponses = max(st.PeakResponses, peak, int(s.streamPeak.Load()))
 		st.SupersededResponses += superseded
 	}
 	return st

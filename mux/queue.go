@@ -17,6 +17,17 @@ type item struct {
 	frame    fastpath.Frame
 	coalesce bool // a state-of-the-world message: a newer one of the same type replaces it
 	merge    bool // a Delta response: a newer one of the same type is merged into it
+	// stream, when set, is a response forwarded while it arrives (cut-through); frame is
+	// empty. It neither coalesces nor is merged into: part of it may already be at the client.
+	stream *streamItem
+}
+
+// free releases what the item holds.
+func (it *item) free() {
+	it.frame.Free()
+	if it.stream != nil {
+		it.stream.drop()
+	}
 }
 
 // merger merges two pending messages into one with the effect of both in turn; it does not
@@ -40,6 +51,7 @@ type queue struct {
 	peak       int
 	superseded int // pending messages a newer one of their type replaced (coalesced) or merged into
 	closed     bool
+	waiting    int // pop calls waiting for an item
 
 	ready chan struct{} // capacity 1: signalled when an item is added or the queue closes
 	room  chan struct{} // capacity 1: signalled when bytes are released or the queue closes
@@ -61,7 +73,7 @@ func (q *queue) tryPush(it item) (bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		it.frame.Free()
+		it.free()
 		return false, errQueueClosed
 	}
 	size := it.frame.Len()
@@ -89,6 +101,19 @@ func (q *queue) tryPush(it item) (bool, error) {
 	q.peak = max(q.peak, q.bytes)
 	signal(q.ready)
 	return true, nil
+}
+
+// tryPushIdle adds it only when the queue is empty and a pop is waiting for it, so that it goes
+// out at once: the condition for forwarding a response while it still arrives (cut-through).
+func (q *queue) tryPushIdle(it item) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || len(q.items) > 0 || q.waiting == 0 {
+		return false
+	}
+	q.items = append(q.items, it)
+	signal(q.ready)
+	return true
 }
 
 // mergeLocked merges it into the pending merging item of its type, if any (done: it was consumed).
@@ -124,7 +149,7 @@ func (q *queue) push(ctx context.Context, it item) error {
 		select {
 		case <-q.room:
 		case <-ctx.Done():
-			it.frame.Free()
+			it.free()
 			return context.Cause(ctx)
 		}
 	}
@@ -150,11 +175,19 @@ func (q *queue) pop(ctx context.Context) (item, error) {
 			signal(q.room)
 			return it, nil
 		}
+		q.waiting++
 		q.mu.Unlock()
+		var err error
 		select {
 		case <-q.ready:
 		case <-ctx.Done():
-			return item{}, context.Cause(ctx)
+			err = context.Cause(ctx)
+		}
+		q.mu.Lock()
+		q.waiting--
+		q.mu.Unlock()
+		if err != nil {
+			return item{}, err
 		}
 	}
 }
@@ -163,7 +196,7 @@ func (q *queue) pop(ctx context.Context) (item, error) {
 func (q *queue) drain() {
 	q.mu.Lock()
 	for i := range q.items {
-		q.items[i].frame.Free()
+		q.items[i].free()
 	}
 	q.items, q.bytes = nil, 0
 	q.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -17,10 +18,14 @@ import (
 	"github.com/wingman-mesh/wingman/fastpath"
 )
 
-// downstream is what a session needs of the client's stream (a grpc.ServerStream).
+// downstream is what a session needs of the client's stream (an h2grpc.ServerStream). SendMsg
+// and Write return only once their bytes are written to the connection: while they wait, newer
+// responses coalesce or merge in the queue, so a slow client is handed only the latest.
 type downstream interface {
-	SendMsg(any) error
-	RecvMsg(any) error
+	RecvMsg() (mem.BufferSlice, error)
+	SendMsg(mem.BufferSlice) error
+	BeginMsg(size int) error // a message sent in pieces (cut-through)
+	Write(piece []byte) error
 	Context() context.Context
 }
 
@@ -68,6 +73,9 @@ type session struct {
 	claimed bool // this session carries the agent's own subscriptions
 
 	ecds ecdsQueue // ECDS responses waiting for the Wasm rewrite (ecds.go); own lock
+
+	streaming  atomic.Pointer[streamItem] // the response being forwarded cut-through, if any
+	streamPeak atomic.Int64               // the most a cut-through response ever held
 }
 
 func newSession(p *Proxy, proto protocol, down downstream) *session {
@@ -154,12 +162,14 @@ func (s *session) recvLoop(ctx context.Context) error {
 	f := &fastpath.Frame{}
 	first := true
 	for {
-		if err := s.down.RecvMsg(f); err != nil {
+		data, err := s.down.RecvMsg()
+		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return errClientDone
 			}
 			return err
 		}
+		f.Data = data
 		s.p.metrics.requests.Inc()
 		if first {
 			first = false
@@ -256,27 +266,20 @@ func (s *session) typeLocked(typeURL string) *typeState {
 	return t
 }
 
-// sendLoop writes queued responses to the client, each once the previous one has been written
-// to the connection (see pacing.go): until then newer ones coalesce or merge in the queue.
+// sendLoop writes queued responses to the client. Each write returns once it is on the
+// connection, so while the client is slow newer responses coalesce or merge in the queue.
 func (s *session) sendLoop(ctx context.Context) error {
-	pc := pacerOf(s.down.Context())
-	wake := make(chan struct{}, 1)
-	var target int64
 	for {
-		if pc != nil {
-			if err := pc.waitWritten(ctx, target, wake); err != nil {
-				return err
-			}
-		}
 		it, err := s.outQ.pop(ctx)
 		if err != nil {
 			return err
 		}
-		if pc != nil {
-			target = pc.written.Load() + int64(it.frame.Len())
+		if it.stream != nil {
+			err = s.sendStream(ctx, it.stream) // cutthrough.go
+		} else {
+			err = s.down.SendMsg(it.frame.Data)
+			it.frame.Free()
 		}
-		err = s.down.SendMsg(&it.frame)
-		it.frame.Free()
 		if err != nil {
 			return err
 		}
@@ -302,6 +305,7 @@ func (s *session) upstreamLoop(ctx context.Context) error {
 			if gen, err = s.newGeneration(); err == nil {
 				err = s.pump(sctx, scancel, up, gen)
 			}
+			up.Close()
 			if time.Since(start) > 5*time.Second {
 				delay = s.p.cfg.Backoff.Base // it was up for a while: start the backoff again
 			}
@@ -389,7 +393,7 @@ func (s *session) upSendLoop(ctx context.Context, up upstreamStream) error {
 				return err
 			}
 		}
-		err = up.SendMsg(&it.frame)
+		err = up.SendMsg(it.frame.Data)
 		it.frame.Free()
 		if err != nil {
 			return err
@@ -408,32 +412,12 @@ func (s *session) withNode(p *fastpath.Peeker, f fastpath.Frame) (fastpath.Frame
 	return p.WithNode(f, s.proto.nodeField(), node)
 }
 
-// upRecvLoop reads upstream responses: the agent's own types are consumed and ACKed, the rest
-// queued for the client.
-func (s *session) upRecvLoop(ctx context.Context, up upstreamStream, gen uint64) error {
-	var p fastpath.Peeker
-	f := &fastpath.Frame{}
-	for {
-		if err := up.RecvMsg(f); err != nil {
-			return err
-		}
-		if err := s.onResponse(ctx, &p, f.Take(), gen); err != nil {
-			return err
-		}
-	}
-}
-
+// onResponse handles a response received whole: the agent's own types are consumed and ACKed,
+// the rest queued for the client.
 func (s *session) onResponse(ctx context.Context, p *fastpath.Peeker, f fastpath.Frame, gen uint64) error {
 	var pd *pendingDelta
 	if s.proto.delta() {
-		s.mu.Lock()
-		if n := len(s.freePD); n > 0 {
-			pd, s.freePD = s.freePD[n-1], s.freePD[:n-1]
-		} else {
-			pd = &pendingDelta{}
-		}
-		s.mu.Unlock()
-		pd.reset()
+		pd = s.takePD()
 	}
 	typeURL, nonce, version, err := s.proto.peekResponse(p, f, pd)
 	if err != nil {
@@ -459,6 +443,30 @@ func (s *session) onResponse(ctx context.Context, p *fastpath.Peeker, f fastpath
 	// slow client holds up nothing upstream. A Delta pair the merge refuses (a resource without
 	// a name) waits for room, back-pressuring Istiod on this stream only.
 	return s.outQ.push(ctx, item{typeURL: typeURL, frame: f, coalesce: !s.proto.delta(), merge: s.proto.delta()})
+}
+
+// takePD returns an empty Delta record from the free list.
+func (s *session) takePD() *pendingDelta {
+	var pd *pendingDelta
+	s.mu.Lock()
+	if n := len(s.freePD); n > 0 {
+		pd, s.freePD = s.freePD[n-1], s.freePD[:n-1]
+	} else {
+		pd = &pendingDelta{}
+	}
+	s.mu.Unlock()
+	pd.reset()
+	return pd
+}
+
+// noteStreamPeak remembers the most a cut-through response held.
+func (s *session) noteStreamPeak(n int) {
+	for {
+		old := s.streamPeak.Load()
+		if int64(n) <= old || s.streamPeak.CompareAndSwap(old, int64(n)) {
+			return
+		}
+	}
 }
 
 func (s *session) recyclePD(pd *pendingDelta) {

@@ -3,12 +3,10 @@ package mux
 import (
 	"context"
 	"fmt"
-	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/mem"
 
-	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/h2grpc"
 	istiodc "github.com/wingman-mesh/wingman/internal/istiod" // mux tests declare an istiod stand-in
 )
 
@@ -18,63 +16,59 @@ const (
 	deltaMethod = "/" + adsService + "/DeltaAggregatedResources"
 )
 
-// upstreamStream is what a session needs of an upstream stream.
+// upstreamStream is what a session needs of an upstream stream (an h2grpc.ClientStream): whole
+// requests out, responses in as a length and then their bytes, read in pieces.
 type upstreamStream interface {
-	SendMsg(any) error
-	RecvMsg(any) error
+	SendMsg(mem.BufferSlice) error
+	RecvMsgHeader() (size int, err error)
+	Read(p []byte) (int, error)
+	Close()
 }
 
-// opener opens upstream streams; the real one shares one grpc.ClientConn.
+// opener opens upstream streams; the real one shares one HTTP/2 connection.
 type opener interface {
 	open(ctx context.Context, delta bool) (upstreamStream, error)
 }
 
-// grpcUpstream is the one connection to Istiod. Immutable after dialUpstream.
-type grpcUpstream struct {
-	cc       *grpc.ClientConn
-	callOpts []grpc.CallOption
+// h2Upstream is the one connection to Istiod: gRPC over our own framing on net/http's HTTP/2
+// (internal/h2grpc), since gRPC's own client hands over only whole messages. It has the TLS
+// policy and per-call metadata of internal/istiod. Immutable after dialUpstream.
+type h2Upstream struct {
+	c *h2grpc.Client
 }
 
-var _ opener = (*grpcUpstream)(nil)
+var _ opener = (*h2Upstream)(nil)
 
-// dialUpstream connects to Istiod as internal/istiod does for every part of the agent, with the
-// proxy's own backoff, message limits and window sizes.
-func dialUpstream(cfg *Config) (*grpcUpstream, error) {
-	cc, err := istiodc.Dial(cfg.Upstream,
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: cfg.Backoff.Base, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.Backoff.Max},
-			MinConnectTimeout: 5 * time.Second,
-		}),
-		// Large windows and buffers: a multi-megabyte push crosses in a few system calls and
-		// without waiting for window updates. They bound what Istiod may send unread; the
-		// proxy reads continuously, and its own queues are bounded separately.
-		grpc.WithInitialWindowSize(streamWindow),
-		grpc.WithInitialConnWindowSize(connWindow),
-		grpc.WithReadBufferSize(ioBuffer),
-		grpc.WithWriteBufferSize(ioBuffer),
-	)
+// dialUpstream prepares the connection to Istiod (dialled on the first stream, redialled when
+// lost).
+func dialUpstream(cfg *Config) (*h2Upstream, error) {
+	tc, err := istiodc.TLSConfig(cfg.Upstream)
 	if err != nil {
 		return nil, fmt.Errorf("mux: upstream: %w", err)
 	}
-	cc.Connect() // dial now, so the first stream finds the connection ready
-	return &grpcUpstream{cc: cc, callOpts: []grpc.CallOption{
-		grpc.ForceCodecV2(fastpath.Codec{}),
-		grpc.WaitForReady(true),
-		grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes),
-		grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes),
-	}}, nil
-}
-
-var (
-	sotwDesc  = &grpc.StreamDesc{StreamName: "StreamAggregatedResources", ServerStreams: true, ClientStreams: true}
-	deltaDesc = &grpc.StreamDesc{StreamName: "DeltaAggregatedResources", ServerStreams: true, ClientStreams: true}
-)
-
-func (g *grpcUpstream) open(ctx context.Context, delta bool) (upstreamStream, error) {
-	if delta {
-		return g.cc.NewStream(ctx, deltaDesc, deltaMethod, g.callOpts...)
+	c, err := h2grpc.NewClient(h2grpc.ClientConfig{
+		Address: cfg.Upstream.Address,
+		TLS:     tc,
+		Header:  istiodc.StreamHeader(cfg.Upstream),
+		// The proxy reads continuously and forwards as it reads, so the windows only need to
+		// cover the bandwidth-delay product; they bound what Istiod may send unread.
+		StreamWindow:     streamWindow,
+		ConnWindow:       connWindow,
+		KeepaliveTime:    cfg.Upstream.KeepaliveTime,
+		KeepaliveTimeout: cfg.Upstream.KeepaliveTimeout,
+		MaxRecvMsgBytes:  cfg.MaxMessageBytes,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mux: upstream: %w", err)
 	}
-	return g.cc.NewStream(ctx, sotwDesc, sotwMethod, g.callOpts...)
+	return &h2Upstream{c: c}, nil
 }
 
-func (g *grpcUpstream) close() error { return g.cc.Close() }
+func (u *h2Upstream) open(ctx context.Context, delta bool) (upstreamStream, error) {
+	if delta {
+		return u.c.Open(ctx, deltaMethod)
+	}
+	return u.c.Open(ctx, sotwMethod)
+}
+
+func (u *h2Upstream) close() error { return u.c.Close() }

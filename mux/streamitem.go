@@ -1,0 +1,124 @@
+package mux
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/mem"
+)
+
+// streamItem is a response being forwarded while it still arrives from Istiod (cut-through, see
+// cutthrough.go): the upstream receiver appends its pieces, the send loop writes them to the
+// client as they come. It holds only the pieces not yet written: with a client that keeps up,
+// a few HTTP/2 frames; with one that stalls, at most the rest of this one message, so Istiod is
+// never made to wait.
+type streamItem struct {
+	size int // immutable: the message's length
+
+	mu      sync.Mutex
+	pieces  []mem.Buffer // appended, not yet taken by the writer
+	held    int          // bytes in pieces
+	peak    int          // the most ever held
+	done    bool         // every piece has been appended
+	err     error        // the receiver gave up: the message cannot be completed
+	dropped bool         // the writer is gone: later pieces are freed at once
+	ready   chan struct{}
+	taken   chan struct{} // signalled when the writer takes pieces or goes
+}
+
+func newStreamItem(size int) *streamItem {
+	return &streamItem{size: size, ready: make(chan struct{}, 1), taken: make(chan struct{}, 1)}
+}
+
+// waitBelow waits until the item holds less than limit bytes, the writer goes, or the timer
+// fires; it reports whether it had to wait for the timer (the writer is not keeping up).
+func (st *streamItem) waitBelow(ctx context.Context, limit int, timer <-chan time.Time) (timedOut bool) {
+	for {
+		st.mu.Lock()
+		ok := st.held < limit || st.dropped
+		st.mu.Unlock()
+		if ok {
+			return false
+		}
+		select {
+		case <-st.taken:
+		case <-timer:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// append hands the writer the next piece (one reference, now owned by the item).
+func (st *streamItem) append(b mem.Buffer) {
+	st.mu.Lock()
+	if st.dropped {
+		st.mu.Unlock()
+		b.Free()
+		return
+	}
+	st.pieces = append(st.pieces, b)
+	st.held += b.Len()
+	st.peak = max(st.peak, st.held)
+	st.mu.Unlock()
+	signal(st.ready)
+}
+
+// finish marks the message complete (every piece appended) or, with err, abandoned.
+func (st *streamItem) finish(err error) {
+	st.mu.Lock()
+	st.done, st.err = true, err
+	st.mu.Unlock()
+	signal(st.ready)
+}
+
+// take waits for pieces and moves them into dst (the caller then owns and frees them). last
+// reports that the message is complete and dst holds its final pieces.
+func (st *streamItem) take(ctx context.Context, dst []mem.Buffer) (_ []mem.Buffer, last bool, err error) {
+	for {
+		st.mu.Lock()
+		if st.err != nil {
+			err := st.err
+			st.mu.Unlock()
+			return dst, false, err
+		}
+		if len(st.pieces) > 0 || st.done {
+			dst = append(dst, st.pieces...)
+			clear(st.pieces)
+			st.pieces = st.pieces[:0]
+			st.held = 0
+			last = st.done
+			st.mu.Unlock()
+			signal(st.taken)
+			return dst, last, nil
+		}
+		st.mu.Unlock()
+		select {
+		case <-st.ready:
+		case <-ctx.Done():
+			return dst, false, context.Cause(ctx)
+		}
+	}
+}
+
+// drop frees what the item holds and makes later appends free their pieces: the writer is gone.
+func (st *streamItem) drop() {
+	st.mu.Lock()
+	st.dropped = true
+	for _, b := range st.pieces {
+		b.Free()
+	}
+	clear(st.pieces)
+	st.pieces, st.held = nil, 0
+	st.mu.Unlock()
+	signal(st.taken)
+}
+
+// heldBytes is what the item holds now and the most it ever held.
+func (st *streamItem) heldBytes() (now, peak int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.held, st.peak
+}
