@@ -107,8 +107,19 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		},
 		Protocols: new(http.Protocols),
 	}
-	if cfg.Dial != nil {
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return cfg.Dial(ctx) }
+	dial := cfg.Dial
+	if dial == nil {
+		dial = func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", cfg.Address)
+		}
+	}
+	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		c, err := dial(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return newReadBufferedConn(c), nil
 	}
 	scheme := "http"
 	if cfg.TLS != nil {
