@@ -51,6 +51,7 @@ func (c *caClient) sign(ctx context.Context, csrPEM []byte) ([]string, error) {
 		var resp *pb.IstioCertificateResponse
 		resp, err = client.CreateCertificate(ctx, req)
 		if err == nil {
+			c.cfg.mark(traceAnswer)
 			return resp.GetCertChain(), nil
 		}
 		if attempt >= c.cfg.CAAttempts || !retryable(err) || ctx.Err() != nil {
