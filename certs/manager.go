@@ -45,7 +45,8 @@ type Manager struct {
 	ready     chan struct{}   // closed once the first workload certificate is in hand
 	readyOnce sync.Once
 
-	cur atomic.Pointer[workload] // the workload certificate being served
+	cur    atomic.Pointer[workload] // the workload certificate being served
+	chains chainCache               // owned by the rotator goroutine (renew)
 
 	aliasMu sync.Mutex          // serialises alias publication against installs
 	aliases map[string]struct{} // guarded by aliasMu: unknown names served the workload cert
@@ -256,10 +257,10 @@ func (m *Manager) renew(ctx context.Context, key privateKey, trigger time.Time) 
 		m.met.failures.Inc()
 		return err
 	}
-	ch, err := ParseChain(elems)
+	ch, err := m.chains.parse(elems)
 	if err == nil {
 		m.cfg.mark(traceParsed)
-		err = ch.check(key.signer.Public(), m.spiffeID, m.cfg.Clock.Now())
+		err = m.chains.check(ch, key.signer.Public(), m.spiffeID, m.cfg.Clock.Now())
 	}
 	if err != nil {
 		m.met.failures.Inc()
