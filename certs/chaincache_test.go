@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +208,36 @@ func TestChainCacheSingleElement(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// FuzzChainCacheParse: whatever two answers arrive in turn (elements separated by NUL), the
+// second parsed through the cache equals a full parse of it, and fails exactly when that fails.
+func FuzzChainCacheParse(f *testing.F) {
+	chainPEM, err := os.ReadFile("testdata/fuzz-chain.pem") // a leaf + root from testca
+	if err != nil {
+		f.Fatal(err)
+	}
+	blocks := strings.SplitAfter(string(chainPEM), "-----END CERTIFICATE-----\n")
+	pair := blocks[0] + "\x00" + blocks[1]
+	f.Add([]byte(pair), []byte(pair))
+	f.Add([]byte(pair), []byte("garbage\x00"+blocks[1]))
+	f.Add([]byte(pair), []byte(blocks[1]+"\x00"+blocks[1]))
+	f.Add([]byte(string(chainPEM)), []byte(pair))
+	f.Fuzz(func(t *testing.T, first, second []byte) {
+		var c chainCache
+		_, _ = c.parse(strings.Split(string(first), "\x00"))
+		elems := strings.Split(string(second), "\x00")
+		got, err := c.parse(elems)
+		want, wantErr := ParseChain(elems)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("cached parse error %v, full parse error %v", err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if !got.Leaf.Equal(want.Leaf) || !got.Root.Equal(want.Root) || len(got.Intermediates) != len(want.Intermediates) ||
+			!bytes.Equal(got.ChainPEM, want.ChainPEM) || !bytes.Equal(got.RootPEM, want.RootPEM) {
+			t.Fatal("the cached parse differs from a full parse")
+		}
+	})
 }
