@@ -130,7 +130,7 @@ func BenchmarkAnswerToEnvoy(b *testing.B) {
 	b.Run("agent=istio-ref", func(b *testing.B) {
 		st := newStamps()
 		e := newEnv(b, func(c *Config) { c.KeyType = KeyECDSA })
-		r, c := startIstioRef(e, st.mark)
+		r, c := startIstioRef(e, st.mark, nil)
 		c.send("", ResourceDefault)
 		c.mustRecv(ResourceDefault)
 		var iv intervals

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,8 +91,8 @@ func (t bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 func (bearer) RequireTransportSecurity() bool { return true }
 
 // startIstioRef serves the reference on a Unix socket in e.dir, signing through e's CA over TLS
-// with its own client connection, and returns an SDS client connected to it.
-func startIstioRef(e *env, mark func(traceStage)) (*istioRef, *sdsClient) {
+// with its own client connection, and returns an SDS client connected to it: dial's, when not nil.
+func startIstioRef(e *env, mark func(traceStage), dial func(path string) *sdsClient) (*istioRef, *sdsClient) {
 	t := e.t
 	t.Helper()
 	k, err := generateKey(&Config{KeyType: KeyECDSA, ECCCurve: "P256"})
@@ -134,6 +135,9 @@ func startIstioRef(e *env, mark func(traceStage)) (*istioRef, *sdsClient) {
 		r.mu.Unlock()
 		os.Remove(path)
 	})
+	if dial != nil {
+		return r, dial(path)
+	}
 	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +187,9 @@ func (r *istioRef) StreamSecrets(stream secretv3.SecretDiscoveryService_StreamSe
 			}
 			names = req.GetResourceNames()
 		case <-r.push:
+			if !slices.Contains(names, ResourceDefault) {
+				continue // Istio's Push: nothing for a stream that did not ask for the secret
+			}
 		}
 		if err := r.generateAndSend(stream, names); err != nil {
 			return err
@@ -267,7 +274,7 @@ func (r *istioRef) generateAndSend(stream secretv3.SecretDiscoveryService_Stream
 // compares like with like.
 func TestIstioRefServesAValidSecret(t *testing.T) {
 	e := newEnv(t, nil)
-	r, c := startIstioRef(e, func(traceStage) {})
+	r, c := startIstioRef(e, func(traceStage) {}, nil)
 	c.send("", ResourceDefault)
 	first, err := checkPair(c.mustRecv(ResourceDefault)[ResourceDefault], e.clock.Now(), e.ca.RootPEM())
 	if err != nil {
