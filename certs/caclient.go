@@ -51,6 +51,7 @@ func (c *caClient) sign(ctx context.Context, csrPEM []byte) ([]string, error) {
 		var resp *pb.IstioCertificateResponse
 		resp, err = client.CreateCertificate(ctx, req)
 		if err == nil {
+			c.cfg.mark(traceAnswer)
 			return resp.GetCertChain(), nil
 		}
 		if attempt >= c.cfg.CAAttempts || !retryable(err) || ctx.Err() != nil {
@@ -87,6 +88,9 @@ func retryable(err error) bool {
 	return false
 }
 
+// caWindow is the CA connection's flow-control window, stream and connection: HTTP/2's default.
+const caWindow = 65535
+
 func (c *caClient) connection() (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -97,7 +101,11 @@ func (c *caClient) connection() (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := istiod.Dial(ic)
+	// Static flow-control windows: no BDP ping follows each answer (gRPC's dynamic windows send
+	// one when data arrives after a quiet spell), whose write over TLS and acknowledgement would
+	// otherwise compete for the CPU with the rotation's path to Envoy. CA messages are a few KB,
+	// far below the 64 KB windows.
+	conn, err := istiod.Dial(ic, grpc.WithStaticStreamWindowSize(caWindow), grpc.WithStaticConnWindowSize(caWindow))
 	if err != nil {
 		return nil, fmt.Errorf("dial CA %s: %w", c.cfg.CAAddr, err)
 	}

@@ -21,16 +21,32 @@ func BenchmarkChainCheck(b *testing.B) {
 			elems := []string{string(w.chainPEM), string(w.rootPEM)}
 			pub := w.cert.PrivateKey.(crypto.Signer).Public()
 			now := e.clock.Now()
-			b.ReportAllocs()
-			for b.Loop() {
-				ch, err := ParseChain(elems)
-				if err != nil {
-					b.Fatal(err)
+			b.Run("full", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					ch, err := ParseChain(elems)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := ch.check(pub, e.m.spiffeID, now); err != nil {
+						b.Fatal(err)
+					}
 				}
-				if err := ch.check(pub, e.m.spiffeID, now); err != nil {
-					b.Fatal(err)
+			})
+			// cached: what a rotation does since chainCache (the root as the last answer's).
+			b.Run("cached", func(b *testing.B) {
+				var c chainCache
+				b.ReportAllocs()
+				for b.Loop() {
+					ch, err := c.parse(elems)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := c.check(ch, pub, e.m.spiffeID, now); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
+			})
 		})
 	}
 }

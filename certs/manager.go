@@ -45,7 +45,8 @@ type Manager struct {
 	ready     chan struct{}   // closed once the first workload certificate is in hand
 	readyOnce sync.Once
 
-	cur atomic.Pointer[workload] // the workload certificate being served
+	cur    atomic.Pointer[workload] // the workload certificate being served
+	chains chainCache               // owned by the rotator goroutine (renew)
 
 	aliasMu sync.Mutex          // serialises alias publication against installs
 	aliases map[string]struct{} // guarded by aliasMu: unknown names served the workload cert
@@ -256,15 +257,17 @@ func (m *Manager) renew(ctx context.Context, key privateKey, trigger time.Time) 
 		m.met.failures.Inc()
 		return err
 	}
-	ch, err := ParseChain(elems)
+	ch, err := m.chains.parse(elems)
 	if err == nil {
-		err = ch.check(key.signer.Public(), m.spiffeID, m.cfg.Clock.Now())
+		m.cfg.mark(traceParsed)
+		err = m.chains.check(ch, key.signer.Public(), m.spiffeID, m.cfg.Clock.Now())
 	}
 	if err != nil {
 		m.met.failures.Inc()
 		m.met.badResponses.Inc()
 		return fmt.Errorf("CA response for %s rejected: %w", m.spiffeID, err)
 	}
+	m.cfg.mark(traceChecked)
 	w := m.newWorkload(key, ch)
 	// OUTPUT_CERTS first: whoever learns of the new certificate from SDS finds it on disk too.
 	m.writeOutput(w)
@@ -297,7 +300,10 @@ func (m *Manager) newWorkload(key privateKey, ch *Chain) *workload {
 func (m *Manager) install(w *workload) {
 	m.aliasMu.Lock()
 	prev := m.cur.Swap(w)
-	m.store.publish(certSecret(ResourceDefault, w.chainPEM, w.keyPEM))
+	sec := certSecret(ResourceDefault, w.chainPEM, w.keyPEM)
+	m.cfg.mark(traceBuilt)
+	m.store.publish(sec)
+	m.cfg.mark(tracePublished)
 	if prev == nil || !bytes.Equal(prev.rootPEM, w.rootPEM) {
 		m.store.publish(m.extras.rootCASecret(w.rootPEM))
 	}
