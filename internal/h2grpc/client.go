@@ -54,16 +54,17 @@ const (
 )
 
 // Client holds ONE HTTP/2 connection to a gRPC server, made on the first Open and made again
-// by the first Open after it is lost; every stream shares it.
+// by the first Open after it is lost or stops taking streams (GOAWAY); every stream shares it.
 type Client struct {
 	// immutable after NewClient
 	cfg    ClientConfig
 	tr     *http.Transport
 	scheme string
 
-	mu      sync.Mutex       // guards the fields below
-	cc      *http.ClientConn // current connection; nil before the first dial
-	dialing chan struct{}    // closed when the dial in progress ends; nil when none
+	mu      sync.Mutex         // guards the fields below
+	cc      *http.ClientConn   // current connection; nil before the first dial
+	retired []*http.ClientConn // connections taking no new streams, closed when their last stream ends
+	dialing chan struct{}      // closed when the dial in progress ends; nil when none
 	closed  bool
 	wg      sync.WaitGroup // round-trip goroutines; Add only under mu while !closed
 }
@@ -129,8 +130,12 @@ func checkWindows(stream, conn int) error {
 
 var errClientClosed = status.Error(codes.Canceled, "h2grpc: client is closed")
 
-// conn returns the live connection, dialling one (once, whatever the number of callers) when
-// there is none or the last one is broken.
+// conn returns a connection with a stream slot reserved on it (the caller must RoundTrip or
+// Release once), dialling one (once, whatever the number of callers) when there is none or
+// the current one takes no new streams. A connection that takes no new streams because the
+// server sent GOAWAY (Istiod does at its MaxConnectionAge) or because it is at the server's
+// stream limit is retired, not closed: its streams go on, and it is closed once they have
+// all ended.
 func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
 	for {
 		c.mu.Lock()
@@ -138,10 +143,19 @@ func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
 			c.mu.Unlock()
 			return nil, errClientClosed
 		}
-		if c.cc != nil && c.cc.Err() == nil {
-			cc := c.cc
-			c.mu.Unlock()
-			return cc, nil
+		c.closeRetiredLocked()
+		if c.cc != nil {
+			if c.cc.Reserve() == nil {
+				cc := c.cc
+				c.mu.Unlock()
+				return cc, nil
+			}
+			if c.cc.Err() != nil {
+				c.cc.Close()
+			} else {
+				c.retired = append(c.retired, c.cc)
+			}
+			c.cc = nil
 		}
 		if wait := c.dialing; wait != nil {
 			c.mu.Unlock()
@@ -154,12 +168,7 @@ func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
 		}
 		done := make(chan struct{})
 		c.dialing = done
-		old := c.cc
-		c.cc = nil
 		c.mu.Unlock()
-		if old != nil {
-			old.Close()
-		}
 
 		cc, err := c.tr.NewClientConn(ctx, c.scheme, c.cfg.Address)
 
@@ -183,8 +192,22 @@ func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
 			}
 			return nil, status.Errorf(codes.Unavailable, "h2grpc: connect to %s: %v", c.cfg.Address, err)
 		}
-		return cc, nil
+		// Loop to reserve a slot on it like on any live connection.
 	}
+}
+
+// closeRetiredLocked closes the retired connections that have no stream left.
+func (c *Client) closeRetiredLocked() {
+	kept := c.retired[:0]
+	for _, cc := range c.retired {
+		if cc.InFlight() == 0 || cc.Err() != nil {
+			cc.Close()
+			continue
+		}
+		kept = append(kept, cc)
+	}
+	clear(c.retired[len(kept):])
+	c.retired = kept
 }
 
 // Open starts a stream on path (e.g.
@@ -193,10 +216,6 @@ func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
 // response); the first RecvMsgHeader waits for them. The stream ends (RST_STREAM) when ctx is
 // done or Close is called; the caller must call Close when done with it.
 func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
-	cc, err := c.conn(ctx)
-	if err != nil {
-		return nil, err
-	}
 	sctx, cancel := context.WithCancel(ctx)
 	hdr := http.Header{
 		"Content-Type": {"application/grpc"},
@@ -220,6 +239,11 @@ func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
 			hdr[http.CanonicalHeaderKey(k)] = v
 		}
 	}
+	cc, err := c.conn(sctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	body := newSendPipe(sctx)
 	req := (&http.Request{
 		Method:     http.MethodPost,
@@ -242,6 +266,7 @@ func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		cc.Release()
 		cancel()
 		return nil, errClientClosed
 	}
@@ -273,10 +298,15 @@ func (c *Client) Close() error {
 	c.closed = true
 	cc := c.cc
 	c.cc = nil
+	retired := c.retired
+	c.retired = nil
 	c.mu.Unlock()
 	var err error
 	if cc != nil {
 		err = cc.Close()
+	}
+	for _, r := range retired {
+		r.Close()
 	}
 	c.wg.Wait()
 	c.tr.CloseIdleConnections()
