@@ -112,6 +112,12 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		tc.NextProtos = []string{"h2"}
 		tr.TLSClientConfig = tc
 		tr.Protocols.SetHTTP2(true)
+		// Our own TLS dial, to refuse a server that negotiates no protocol: net/http would
+		// speak HTTP/1.1 to it (found by TestClientRefusesTLSWithoutALPN, which hung). grpc-go
+		// refuses such a server too (it enforces ALPN since 1.67).
+		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return dialH2TLS(ctx, network, addr, tc)
+		}
 	} else {
 		tr.Protocols.SetUnencryptedHTTP2(true)
 	}
@@ -334,4 +340,26 @@ func checkHeaderField(name string, values []string) error {
 		}
 	}
 	return nil
+}
+
+// dialH2TLS dials TLS with cfg and fails unless the server chose "h2" by ALPN.
+func dialH2TLS(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ServerName = host
+	}
+	d := tls.Dialer{Config: cfg}
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if p := conn.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != "h2" {
+		conn.Close()
+		return nil, fmt.Errorf("server did not negotiate HTTP/2 by ALPN (got %q)", p)
+	}
+	return conn, nil
 }
