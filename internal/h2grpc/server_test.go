@@ -481,3 +481,57 @@ func TestParseTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestServerMaxConcurrentStreams: with a limit of 1, a second stream of the same connection
+// waits (grpc-go's client holds it) until the first ends.
+func TestServerMaxConcurrentStreams(t *testing.T) {
+	var active, most atomic.Int32
+	started := make(chan struct{}, 2)
+	_, path := startServer(t, ServerConfig{MaxConcurrentStreams: 1}, map[string]Handler{testMethod: func(ss *ServerStream) error {
+		n := active.Add(1)
+		defer active.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		started <- struct{}{}
+		return echoHandler(ss)
+	}})
+	cc := grpcUnixClient(t, path)
+	open := func() grpc.ClientStream {
+		cs, err := cc.NewStream(testCtx(t), bidi, testMethod)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		b := []byte("x")
+		if err := cs.SendMsg(&b); err != nil {
+			t.Error(err)
+		}
+		return cs
+	}
+	first := open()
+	<-started
+	second := make(chan grpc.ClientStream, 1)
+	go func() { second <- open() }()
+	// Unwired, the second handler would start at once.
+	select {
+	case <-started:
+		t.Fatal("a second stream started while the first was open")
+	case <-time.After(300 * time.Millisecond):
+	}
+	first.CloseSend()
+	var got []byte
+	for first.RecvMsg(&got) == nil {
+	}
+	<-started // the second stream runs once the first has ended
+	s2 := <-second
+	s2.CloseSend()
+	for s2.RecvMsg(&got) == nil {
+	}
+	if most.Load() != 1 {
+		t.Fatalf("%d streams at once, want 1", most.Load())
+	}
+}
