@@ -2,6 +2,8 @@ package h2grpc
 
 import (
 	"crypto/tls"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"sync"
@@ -11,6 +13,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
+
+// discardLogger keeps the test servers' expected protocol errors out of the test log.
+var discardLogger = log.New(io.Discard, "", 0)
 
 // startHTTPServer serves h with net/http on loopback TCP: h2c when tc is nil, else TLS with
 // the given protocols. It stops at cleanup.

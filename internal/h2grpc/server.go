@@ -99,9 +99,8 @@ func NewServer(cfg ServerConfig, routes map[string]Handler) *Server {
 		},
 		BaseContext: func(net.Listener) context.Context { return s.ctx },
 		ConnState:   s.connState,
-		// net/http logs protocol errors of clients (bad prefaces, ...) to the standard
-		// logger; a client's mistake is not ours to log.
-		ErrorLog: discardLogger,
+		// ErrorLog stays nil: net/http logs a handler's recovered panic and clients'
+		// protocol errors to the standard logger, and a panic must not go unseen.
 	}
 	return s
 }
