@@ -535,3 +535,32 @@ func TestServerMaxConcurrentStreams(t *testing.T) {
 		t.Fatalf("%d streams at once, want 1", most.Load())
 	}
 }
+
+// TestServerHandlerPanic: net/http recovers a handler's panic and resets that stream; the
+// server keeps serving and Stop still accounts for the handler.
+func TestServerHandlerPanic(t *testing.T) {
+	_, path := startServer(t, ServerConfig{}, map[string]Handler{
+		testMethod: echoHandler,
+		"/test.Echo/Panic": func(*ServerStream) error {
+			panic("handler bug")
+		},
+	})
+	t.Log("the 'http2: panic serving' stack net/http logs next is expected")
+	cc := grpcUnixClient(t, path)
+	cs, err := cc.NewStream(testCtx(t), bidi, "/test.Echo/Panic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	if err := cs.RecvMsg(&got); status.Code(err) == codes.OK {
+		t.Fatalf("panicking handler: %v", err)
+	}
+	ok := openGRPC(t, path)
+	b := []byte("after")
+	if err := ok.SendMsg(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := ok.RecvMsg(&got); err != nil || string(got) != "after" {
+		t.Fatalf("%q, %v", got, err)
+	}
+}
