@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,10 +24,14 @@ type freezer struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  []net.Conn
+	// down counts the bytes moved from target to the accepted side; moved is signalled
+	// (without blocking) after each write of them.
+	down  atomic.Int64
+	moved chan struct{}
 }
 
 func startFreezer(t *testing.T, l net.Listener, target func() (net.Conn, error)) *freezer {
-	f := &freezer{l: l, target: target, frozen: make(chan struct{})}
+	f := &freezer{l: l, target: target, frozen: make(chan struct{}), moved: make(chan struct{}, 1)}
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -44,8 +49,8 @@ func startFreezer(t *testing.T, l net.Listener, target func() (net.Conn, error))
 			f.conns = append(f.conns, c, u)
 			f.mu.Unlock()
 			f.wg.Add(2)
-			go f.pump(c, u)
-			go f.pump(u, c)
+			go f.pump(c, u, true)
+			go f.pump(u, c, false)
 		}
 	}()
 	t.Cleanup(func() {
@@ -63,7 +68,7 @@ func startFreezer(t *testing.T, l net.Listener, target func() (net.Conn, error))
 
 func (f *freezer) freeze() { f.once.Do(func() { close(f.frozen) }) }
 
-func (f *freezer) pump(dst, src net.Conn) {
+func (f *freezer) pump(dst, src net.Conn, down bool) {
 	defer f.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
@@ -77,6 +82,13 @@ func (f *freezer) pump(dst, src net.Conn) {
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
+			}
+			if down {
+				f.down.Add(int64(n))
+				select {
+				case f.moved <- struct{}{}:
+				default:
+				}
 			}
 		}
 		if err != nil {
@@ -152,5 +164,52 @@ func TestServerKeepalive(t *testing.T) {
 	f.freeze()
 	if err := <-ended; err == nil {
 		t.Fatal("handler context ended without error")
+	}
+}
+
+// TestClientStreamWindowBoundsUnread: what the server can send before the reader reads is
+// the receive window: with 64 KiB windows the bytes on the wire stall near 64 KiB, with the
+// default 1 MiB stream window near 1 MiB. This is what bounds a slow Envoy's cost upstream.
+func TestClientStreamWindowBoundsUnread(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		window      int
+		least, most int64
+	}{
+		{"64KiB", 64 << 10, 32 << 10, 128 << 10},
+		{"default", 0, 512 << 10, 1536 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startGRPCPeer(t, false)
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := startFreezer(t, l, func() (net.Conn, error) { return net.Dial("tcp", p.addr) })
+			c := newTestClientConfig(t, ClientConfig{Address: l.Addr().String(), StreamWindow: tc.window, ConnWindow: tc.window, MaxRecvMsgBytes: 64 << 20},
+				map[string]string{"x-mode": "send", "x-size": "10485760"})
+			s, err := c.Open(testCtx(t), testMethod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			// Read nothing; wait until the wire is quiet.
+			for {
+				select {
+				case <-f.moved:
+					continue
+				case <-time.After(300 * time.Millisecond):
+				}
+				break
+			}
+			got := f.down.Load()
+			t.Logf("%d KiB on the wire unread with window %d", got>>10, tc.window)
+			if got < tc.least || got > tc.most {
+				t.Fatalf("%d bytes sent to a reader that read nothing, want %d..%d", got, tc.least, tc.most)
+			}
+			if _, err := recvAll(s, 64<<10); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
