@@ -154,7 +154,9 @@ func TestClientCancel(t *testing.T) {
 	p := startGRPCPeer(t, true)
 	c := newTestClient(t, p, map[string]string{"x-mode": "wait"})
 
-	// Close: the server's handler sees its context end.
+	// Close: the server's handler sees its context end. In "wait" mode grpc-go's server sends
+	// no response headers at all (it sends them with the first message), so Open returning
+	// here also shows it does not wait for them, as Istiod's streams need.
 	s, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)

@@ -58,8 +58,8 @@ type Server struct {
 }
 
 // NewServer makes a server for routes, keyed by full method path ("/package.Service/Method");
-// a request for any other path gets Unimplemented, as from grpc-go. A bad cfg makes Serve fail
-// naming the setting.
+// a request for any other path gets Unimplemented, as from grpc-go. routes is read, never
+// copied: do not change it afterwards. A bad cfg makes Serve fail naming the setting.
 func NewServer(cfg ServerConfig, routes map[string]Handler) *Server {
 	s := &Server{cfg: cfg, routes: routes}
 	s.idle.L = &s.mu
