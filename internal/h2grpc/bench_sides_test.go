@@ -145,22 +145,27 @@ func runRoundTrips(b *testing.B, size int, roundTrip func()) {
 }
 
 func grpcgoEchoUnix(b *testing.B) string {
+	return grpcgoServeUnix(b, func(_ any, ss grpc.ServerStream) error {
+		for {
+			var m mem.BufferSlice
+			if err := ss.RecvMsg(&m); err != nil {
+				return nil
+			}
+			err := ss.SendMsg(&m)
+			m.Free()
+			if err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// grpcgoServeUnix serves h (every method) with grpc-go on a fresh Unix socket.
+func grpcgoServeUnix(b *testing.B, h grpc.StreamHandler) string {
 	srv := grpc.NewServer(
 		grpc.ForceServerCodecV2(bufCodec{}),
 		grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20),
-		grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
-			for {
-				var m mem.BufferSlice
-				if err := ss.RecvMsg(&m); err != nil {
-					return nil
-				}
-				err := ss.SendMsg(&m)
-				m.Free()
-				if err != nil {
-					return err
-				}
-			}
-		}),
+		grpc.UnknownServiceHandler(h),
 	)
 	path := filepath.Join(b.TempDir(), "g.sock")
 	l, err := net.Listen("unix", path)
@@ -178,4 +183,76 @@ func grpcgoEchoUnix(b *testing.B) string {
 		wg.Wait()
 	})
 	return path
+}
+
+// BenchmarkServerPush is the proxy's hot direction alone: a grpc-go client (Envoy's side)
+// sends a 4-byte request, the server under test answers with a prepared message of that size.
+func BenchmarkServerPush(b *testing.B) {
+	for _, size := range sideSizes {
+		push := mem.BufferSlice{mem.SliceBuffer(pattern(size, 2))}
+		for _, impl := range []string{"h2grpc", "grpcgo"} {
+			b.Run(fmt.Sprintf("%s/%dKB", impl, size>>10), func(b *testing.B) {
+				var path string
+				if impl == "h2grpc" {
+					_, path = startServer(b, ServerConfig{}, map[string]Handler{testMethod: func(ss *ServerStream) error {
+						for {
+							m, err := ss.RecvMsg()
+							if err != nil {
+								return nil
+							}
+							m.Free()
+							if err := ss.SendMsg(push); err != nil {
+								return err
+							}
+						}
+					}})
+				} else {
+					path = grpcgoServeUnix(b, func(_ any, ss grpc.ServerStream) error {
+						for {
+							var m mem.BufferSlice
+							if err := ss.RecvMsg(&m); err != nil {
+								return nil
+							}
+							m.Free()
+							p := push
+							p.Ref()
+							if err := ss.SendMsg(&p); err != nil {
+								return err
+							}
+						}
+					})
+				}
+				cc, err := grpc.NewClient("unix://"+path,
+					grpc.WithTransportCredentials(insecure.NewCredentials()),
+					grpc.WithDefaultCallOptions(grpc.ForceCodecV2(bufCodec{}), grpc.MaxCallRecvMsgSize(64<<20)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cc.Close()
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				cs, err := cc.NewStream(ctx, bidi, testMethod)
+				if err != nil {
+					b.Fatal(err)
+				}
+				req := mem.BufferSlice{mem.SliceBuffer([]byte{0, 0, 0, 1})}
+				runRoundTrips(b, size, func() {
+					if err := cs.SendMsg(&req); err != nil {
+						b.Fatal(err)
+					}
+					var got mem.BufferSlice
+					if err := cs.RecvMsg(&got); err != nil {
+						b.Fatal(err)
+					}
+					if got.Len() != size {
+						b.Fatalf("push of %d bytes, want %d", got.Len(), size)
+					}
+					got.Free()
+				})
+				cs.CloseSend()
+				var m mem.BufferSlice
+				cs.RecvMsg(&m)
+			})
+		}
+	}
 }
