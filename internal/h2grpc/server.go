@@ -125,7 +125,7 @@ func (s *Server) Serve(l net.Listener) error {
 		s.idle.Broadcast()
 		s.mu.Unlock()
 	}()
-	err := s.srv.Serve(l)
+	err := s.srv.Serve(writeBehindListener{l})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
