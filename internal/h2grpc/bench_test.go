@@ -49,7 +49,7 @@ func (bufCodec) Unmarshal(data mem.BufferSlice, v any) error {
 func (bufCodec) Name() string { return "buf" }
 
 // benchEcho is a grpc-go TLS server sending back every message.
-func benchEcho(b *testing.B) (addr string, clientTLS *tls.Config) {
+func benchEcho(b testing.TB) (addr string, clientTLS *tls.Config) {
 	return benchUpstream(b, func(m mem.BufferSlice) mem.BufferSlice {
 		m.Ref()
 		return m
@@ -77,7 +77,7 @@ func benchPush(b *testing.B) (addr string, clientTLS *tls.Config) {
 
 // benchUpstream is a grpc-go TLS server answering every message with reply(message); the
 // slice reply returns is sent and not freed (take a reference to send the request back).
-func benchUpstream(b *testing.B, reply func(mem.BufferSlice) mem.BufferSlice) (addr string, clientTLS *tls.Config) {
+func benchUpstream(b testing.TB, reply func(mem.BufferSlice) mem.BufferSlice) (addr string, clientTLS *tls.Config) {
 	cert, pool := selfSigned(b)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -116,7 +116,7 @@ func benchUpstream(b *testing.B, reply func(mem.BufferSlice) mem.BufferSlice) (a
 }
 
 // h2grpcMiddle serves on a Unix socket and forwards every stream to upstream.
-func h2grpcMiddle(b *testing.B, upstream string, tc *tls.Config) string {
+func h2grpcMiddle(b testing.TB, upstream string, tc *tls.Config) string {
 	c, err := NewClient(ClientConfig{Address: upstream, TLS: tc, MaxRecvMsgBytes: 64 << 20})
 	if err != nil {
 		b.Fatal(err)

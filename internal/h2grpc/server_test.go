@@ -564,3 +564,28 @@ func TestServerHandlerPanic(t *testing.T) {
 		t.Fatalf("%q, %v", got, err)
 	}
 }
+
+// TestCutThroughProxy runs the proxy's shape end to end for correctness: a grpc-go client on
+// a Unix socket -> this package's Server, whose handler forwards through this package's
+// Client over TLS to a grpc-go echo, responses cut through in pieces (the benchmarks' middle).
+func TestCutThroughProxy(t *testing.T) {
+	upstream, tc := benchEcho(t)
+	path := h2grpcMiddle(t, upstream, tc)
+	cs := openGRPC(t, path)
+	for i, size := range echoSizes {
+		want := pattern(size, i)
+		if err := cs.SendMsg(&want); err != nil {
+			t.Fatalf("SendMsg %d bytes: %v", size, err)
+		}
+		var got []byte
+		if err := cs.RecvMsg(&got); err != nil {
+			t.Fatalf("RecvMsg %d bytes: %v", size, err)
+		}
+		bytesEqual(t, got, want)
+	}
+	cs.CloseSend()
+	var got []byte
+	if err := cs.RecvMsg(&got); err != io.EOF {
+		t.Fatalf("end: %v, want io.EOF", err)
+	}
+}
