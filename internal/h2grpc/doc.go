@@ -21,11 +21,11 @@ package h2grpc
 //	go test -run '^$' -bench 'Proxy|ClientTLS|Server' -benchtime 30x -count 6 ./internal/h2grpc/
 //
 //	                       1 KB     1 MB          4 MB
-//	ProxyPush  (xDS shape)  ~ (ns)  +34% (±41%)   +13% (±2%)
+//	ProxyPush  (xDS shape)  ~       +53% (±27%)   +11% (±11%)
 //	ProxyRoundTrip (echo)   ~ (ns)  +40%          +24%
 //	ClientTLS  alone        ~       ~             +31%
 //	ServerUnix alone (echo) +92%    +74%          +70%
-//	ServerPush alone        +27%    +70%          +54%
+//	ServerPush alone        +37%    +60% (±24%)   +31% (±5%)
 //
 // The client side costs about what grpc-go's does; net/http's HTTP/2 server is the
 // expensive half: it writes every 16 KiB DATA frame with its own write system call and a
@@ -33,6 +33,6 @@ package h2grpc
 // one write. The receiving peer pays too: in ServerPush, grpc-go's client reader (Envoy's
 // place) spends 44% of the process's CPU, one read per frame. The server's connections are
 // therefore write-behind (writebehind.go): frames gathered while a write(2) runs go out in
-// the next one; A/B in one run, ServerPush CPU -23% (1 MB) and -8% (4 MB); the figures above
-// were taken before it. Allocations per message: ours none on the client, one BufferSlice per received
+// the next one; A/B in one run, ServerPush CPU -23% (1 MB) and -8% (4 MB). ProxyPush and
+// ServerPush above are with it, the other rows from before it. Allocations per message: ours none on the client, one BufferSlice per received
 // message on the server (TestAllocsRoundTrip); the rest is net/http's, per frame.
