@@ -57,16 +57,17 @@ const (
 )
 
 // Client holds ONE HTTP/2 connection to a gRPC server, made on the first Open and made again
-// by the first Open after it is lost; every stream shares it.
+// by the first Open after it is lost or stops taking streams (GOAWAY); every stream shares it.
 type Client struct {
 	// immutable after NewClient
 	cfg    ClientConfig
 	tr     *http.Transport
 	scheme string
 
-	mu      sync.Mutex       // guards the fields below
-	cc      *http.ClientConn // current connection; nil before the first dial
-	dialing chan struct{}    // closed when the dial in progress ends; nil when none
+	mu      sync.Mutex         // guards the fields below
+	cc      *http.ClientConn   // current connection; nil before the first dial
+	retired []*http.ClientConn // connections taking no new streams, closed when their last stream ends
+	dialing chan struct{}      // closed when the dial in progress ends; nil when none
 	closed  bool
 	wg      sync.WaitGroup // round-trip goroutines; Add only under mu while !closed
 }
@@ -128,6 +129,12 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		tc.NextProtos = []string{"h2"}
 		tr.TLSClientConfig = tc
 		tr.Protocols.SetHTTP2(true)
+		// Our own TLS dial, to refuse a server that negotiates no protocol: net/http would
+		// speak HTTP/1.1 to it (found by TestClientRefusesTLSWithoutALPN, which hung). grpc-go
+		// refuses such a server too (it enforces ALPN since 1.67).
+		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return dialH2TLS(ctx, network, addr, tc)
+		}
 	} else {
 		tr.Protocols.SetUnencryptedHTTP2(true)
 	}
@@ -146,8 +153,12 @@ func checkWindows(stream, conn int) error {
 
 var errClientClosed = status.Error(codes.Canceled, "h2grpc: client is closed")
 
-// conn returns the live connection, dialling one (once, whatever the number of callers) when
-// there is none or the last one is broken.
+// conn returns a connection with a stream slot reserved on it (the caller must RoundTrip or
+// Release once), dialling one (once, whatever the number of callers) when there is none or
+// the current one takes no new streams. A connection that takes no new streams because the
+// server sent GOAWAY (Istiod does at its MaxConnectionAge) or because it is at the server's
+// stream limit is retired, not closed: its streams go on, and it is closed once they have
+// all ended.
 func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
 	for {
 		c.mu.Lock()
@@ -155,10 +166,19 @@ func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
 			c.mu.Unlock()
 			return nil, errClientClosed
 		}
-		if c.cc != nil && c.cc.Err() == nil {
-			cc := c.cc
-			c.mu.Unlock()
-			return cc, nil
+		c.closeRetiredLocked()
+		if c.cc != nil {
+			if c.cc.Reserve() == nil {
+				cc := c.cc
+				c.mu.Unlock()
+				return cc, nil
+			}
+			if c.cc.Err() != nil {
+				c.cc.Close()
+			} else {
+				c.retired = append(c.retired, c.cc)
+			}
+			c.cc = nil
 		}
 		if wait := c.dialing; wait != nil {
 			c.mu.Unlock()
@@ -171,12 +191,7 @@ func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
 		}
 		done := make(chan struct{})
 		c.dialing = done
-		old := c.cc
-		c.cc = nil
 		c.mu.Unlock()
-		if old != nil {
-			old.Close()
-		}
 
 		cc, err := c.tr.NewClientConn(ctx, c.scheme, c.cfg.Address)
 
@@ -200,8 +215,22 @@ func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
 			}
 			return nil, status.Errorf(codes.Unavailable, "h2grpc: connect to %s: %v", c.cfg.Address, err)
 		}
-		return cc, nil
+		// Loop to reserve a slot on it like on any live connection.
 	}
+}
+
+// closeRetiredLocked closes the retired connections that have no stream left.
+func (c *Client) closeRetiredLocked() {
+	kept := c.retired[:0]
+	for _, cc := range c.retired {
+		if cc.InFlight() == 0 || cc.Err() != nil {
+			cc.Close()
+			continue
+		}
+		kept = append(kept, cc)
+	}
+	clear(c.retired[len(kept):])
+	c.retired = kept
 }
 
 // Open starts a stream on path (e.g.
@@ -210,10 +239,6 @@ func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
 // response); the first RecvMsgHeader waits for them. The stream ends (RST_STREAM) when ctx is
 // done or Close is called; the caller must call Close when done with it.
 func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
-	cc, err := c.conn(ctx)
-	if err != nil {
-		return nil, err
-	}
 	sctx, cancel := context.WithCancel(ctx)
 	hdr := http.Header{
 		"Content-Type": {"application/grpc"},
@@ -237,6 +262,11 @@ func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
 			hdr[http.CanonicalHeaderKey(k)] = v
 		}
 	}
+	cc, err := c.conn(sctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	body := newSendPipe(sctx)
 	req := (&http.Request{
 		Method:     http.MethodPost,
@@ -259,6 +289,7 @@ func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		cc.Release()
 		cancel()
 		return nil, errClientClosed
 	}
@@ -290,10 +321,15 @@ func (c *Client) Close() error {
 	c.closed = true
 	cc := c.cc
 	c.cc = nil
+	retired := c.retired
+	c.retired = nil
 	c.mu.Unlock()
 	var err error
 	if cc != nil {
 		err = cc.Close()
+	}
+	for _, r := range retired {
+		r.Close()
 	}
 	c.wg.Wait()
 	c.tr.CloseIdleConnections()
@@ -321,4 +357,26 @@ func checkHeaderField(name string, values []string) error {
 		}
 	}
 	return nil
+}
+
+// dialH2TLS dials TLS with cfg and fails unless the server chose "h2" by ALPN.
+func dialH2TLS(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ServerName = host
+	}
+	d := tls.Dialer{Config: cfg}
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if p := conn.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != "h2" {
+		conn.Close()
+		return nil, fmt.Errorf("server did not negotiate HTTP/2 by ALPN (got %q)", p)
+	}
+	return conn, nil
 }
