@@ -34,11 +34,14 @@ import (
 // gRPC's default buffer pool, so a piece costs no more than its length).
 const pieceBytes = 32 << 10
 
-// lagBytes and lagWait bound how far the client's writer may lag the upstream reader during a
-// cut-through response before the reader waits, and how long it waits (see stream).
+// lagBytes is how far the client's writer may lag the upstream reader during a cut-through
+// response before the reader waits for it; lagStall is how long the writer may take nothing
+// before the client counts as stalled, and lagBudget the most the reader waits in one message
+// (see stream).
 const (
-	lagBytes = 512 << 10
-	lagWait  = 250 * time.Millisecond
+	lagBytes  = 512 << 10
+	lagStall  = 250 * time.Millisecond
+	lagBudget = 750 * time.Millisecond
 )
 
 // responseReader reads upstream responses. One per upstream stream; owned by upRecvLoop.
@@ -193,19 +196,20 @@ func (r *responseReader) forward(ctx context.Context, size int) error {
 }
 
 // stream hands the pieces read so far to st, then the rest as it arrives. The bookkeeping is done before the last
-// piece is handed on. While the writer lags by lagBytes or more the reader waits for it, for at
-// most lagWait per message: a client slower than Istiod slows Istiod a little on this stream,
-// one that has stopped reading does not hold it up beyond that (the rest of the message is then
-// held here).
+// piece is handed on. While the writer lags by lagBytes or more the reader waits for it: a client
+// slower than Istiod slows Istiod's send on this stream to its own pace, for at most lagBudget
+// per message; one that has stopped reading (nothing taken for lagStall) holds it up no longer.
+// From then on the rest of the message is held here, so Istiod is never blocked by one client.
 func (r *responseReader) stream(ctx context.Context, st *streamItem, size, got int) error {
 	for _, b := range r.pieces {
 		st.append(b)
 	}
 	clear(r.pieces)
 	r.pieces = r.pieces[:0]
-	lagTimer := time.NewTimer(lagWait)
-	defer lagTimer.Stop()
+	lagTimer := time.NewTimer(lagStall)
+	lagTimer.Stop()
 	lagging := false
+	var waited time.Duration
 	var bp *[]byte
 	filled := 0
 	defer func() {
@@ -215,8 +219,12 @@ func (r *responseReader) stream(ctx context.Context, st *streamItem, size, got i
 	}()
 	for got < size {
 		if bp == nil {
-			if !lagging {
-				lagging = st.waitBelow(ctx, lagBytes, lagTimer.C)
+			if !lagging && st.lags(lagBytes) {
+				t0 := time.Now()
+				lagging = st.waitBelow(ctx, lagBytes, min(lagStall, lagBudget-waited), lagTimer)
+				if waited += time.Since(t0); waited >= lagBudget {
+					lagging = true
+				}
 			}
 			bp, filled = r.pool.Get(min(pieceBytes, size-got)), 0
 		}

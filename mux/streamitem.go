@@ -31,9 +31,23 @@ func newStreamItem(size int) *streamItem {
 	return &streamItem{size: size, ready: make(chan struct{}, 1), taken: make(chan struct{}, 1)}
 }
 
-// waitBelow waits until the item holds less than limit bytes, the writer goes, or the timer
-// fires; it reports whether it had to wait for the timer (the writer is not keeping up).
-func (st *streamItem) waitBelow(ctx context.Context, limit int, timer <-chan time.Time) (timedOut bool) {
+// lags reports whether the item holds limit bytes or more.
+func (st *streamItem) lags(limit int) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.held >= limit && !st.dropped
+}
+
+// waitBelow waits until the item holds less than limit bytes or the writer goes. It gives up,
+// reporting stalled, when the writer takes nothing for stall: a client that has stopped reading,
+// not one that is merely slower than Istiod. t is the caller's timer, stopped on return.
+func (st *streamItem) waitBelow(ctx context.Context, limit int, stall time.Duration, t *time.Timer) (stalled bool) {
+	armed := false
+	defer func() {
+		if armed {
+			t.Stop()
+		}
+	}()
 	for {
 		st.mu.Lock()
 		ok := st.held < limit || st.dropped
@@ -41,9 +55,11 @@ func (st *streamItem) waitBelow(ctx context.Context, limit int, timer <-chan tim
 		if ok {
 			return false
 		}
+		t.Reset(stall) // from now, or from the writer's latest progress
+		armed = true
 		select {
 		case <-st.taken:
-		case <-timer:
+		case <-t.C:
 			return true
 		case <-ctx.Done():
 			return false
