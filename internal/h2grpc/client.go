@@ -7,11 +7,12 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -57,23 +58,24 @@ const (
 )
 
 // Client holds ONE HTTP/2 connection to a gRPC server, made on the first Open and made again
-// by the first Open after it is lost; every stream shares it.
+// by the first Open after it is lost (or after the server's GOAWAY); every stream shares it.
 type Client struct {
 	// immutable after NewClient
 	cfg    ClientConfig
-	tr     *http.Transport
+	tls    *tls.Config // nil: plaintext with prior knowledge
 	scheme string
 
-	mu      sync.Mutex       // guards the fields below
-	cc      *http.ClientConn // current connection; nil before the first dial
-	dialing chan struct{}    // closed when the dial in progress ends; nil when none
+	mu      sync.Mutex    // guards the fields below
+	cc      *clientConn   // current connection; nil before the first dial
+	dialing chan struct{} // closed when the dial in progress ends; nil when none
 	closed  bool
-	wg      sync.WaitGroup // round-trip goroutines; Add only under mu while !closed
+	conns   []*clientConn // every connection not yet waited for (GOAWAY'd ones keep streams)
 }
 
 // NewClient checks cfg; it does not dial.
 func NewClient(cfg ClientConfig) (*Client, error) {
-	if _, _, err := net.SplitHostPort(cfg.Address); err != nil {
+	host, _, err := net.SplitHostPort(cfg.Address)
+	if err != nil {
 		return nil, fmt.Errorf("h2grpc: client address %q: %w", cfg.Address, err)
 	}
 	if cfg.StreamWindow == 0 {
@@ -94,44 +96,17 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.MaxRecvMsgBytes == 0 {
 		cfg.MaxRecvMsgBytes = defaultMaxRecvMsg
 	}
-	tr := &http.Transport{
-		// The request's own Accept-Encoding would make net/http decompress the body behind
-		// our back; gRPC frames are never HTTP-compressed.
-		DisableCompression: true,
-		ForceAttemptHTTP2:  true,
-		HTTP2: &http.HTTP2Config{
-			MaxReceiveBufferPerStream:     cfg.StreamWindow,
-			MaxReceiveBufferPerConnection: cfg.ConnWindow,
-			SendPingTimeout:               cfg.KeepaliveTime,
-			PingTimeout:                   cfg.KeepaliveTimeout,
-		},
-		Protocols: new(http.Protocols),
-	}
-	dial := cfg.Dial
-	if dial == nil {
-		dial = func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", cfg.Address)
-		}
-	}
-	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		c, err := dial(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return newReadBufferedConn(c), nil
-	}
-	scheme := "http"
+	c := &Client{cfg: cfg, scheme: "http"}
 	if cfg.TLS != nil {
-		scheme = "https"
-		tc := cfg.TLS.Clone()
-		tc.NextProtos = []string{"h2"}
-		tr.TLSClientConfig = tc
-		tr.Protocols.SetHTTP2(true)
-	} else {
-		tr.Protocols.SetUnencryptedHTTP2(true)
+		c.scheme = "https"
+		c.tls = cfg.TLS.Clone()
+		c.tls.NextProtos = []string{"h2"}
+		if c.tls.ServerName == "" {
+			// As net/http's transport does: the server name is the address's host.
+			c.tls.ServerName = host
+		}
 	}
-	return &Client{cfg: cfg, tr: tr, scheme: scheme}, nil
+	return c, nil
 }
 
 func checkWindows(stream, conn int) error {
@@ -147,15 +122,15 @@ func checkWindows(stream, conn int) error {
 var errClientClosed = status.Error(codes.Canceled, "h2grpc: client is closed")
 
 // conn returns the live connection, dialling one (once, whatever the number of callers) when
-// there is none or the last one is broken.
-func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
+// there is none or the last one is lost or going away.
+func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
 			return nil, errClientClosed
 		}
-		if c.cc != nil && c.cc.Err() == nil {
+		if c.cc != nil && c.cc.usable() {
 			cc := c.cc
 			c.mu.Unlock()
 			return cc, nil
@@ -171,32 +146,44 @@ func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
 		}
 		done := make(chan struct{})
 		c.dialing = done
-		old := c.cc
 		c.cc = nil
+		// Connections that have ended are waited for (their goroutines are over or ending).
+		var ended []*clientConn
+		live := c.conns[:0]
+		for _, old := range c.conns {
+			select {
+			case <-old.done:
+				ended = append(ended, old)
+			default:
+				live = append(live, old)
+			}
+		}
+		clear(c.conns[len(live):])
+		c.conns = live
 		c.mu.Unlock()
-		if old != nil {
-			old.Close()
+		for _, old := range ended {
+			old.wait()
 		}
 
-		cc, err := c.tr.NewClientConn(ctx, c.scheme, c.cfg.Address)
+		cc, err := dialConn(ctx, &c.cfg, c.tls)
 
 		c.mu.Lock()
 		c.dialing = nil
 		close(done)
 		if err == nil && c.closed {
-			cc.Close()
-			cc, err = nil, errClientClosed
+			c.mu.Unlock()
+			cc.close(errClientClosed)
+			cc.wait()
+			return nil, errClientClosed
 		}
 		if err == nil {
 			c.cc = cc
+			c.conns = append(c.conns, cc)
 		}
 		c.mu.Unlock()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()
-			}
-			if _, ok := status.FromError(err); ok {
-				return nil, err
 			}
 			return nil, status.Errorf(codes.Unavailable, "h2grpc: connect to %s: %v", c.cfg.Address, err)
 		}
@@ -215,10 +202,10 @@ func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	hdr := http.Header{
-		"Content-Type": {"application/grpc"},
-		"Te":           {"trailers"},
-		"User-Agent":   {userAgent},
+	fields := [][2]string{
+		{"content-type", "application/grpc"},
+		{"te", "trailers"},
+		{"user-agent", userAgent},
 	}
 	if c.cfg.Header != nil {
 		extra, err := c.cfg.Header(sctx)
@@ -234,70 +221,59 @@ func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
 				cancel()
 				return nil, err
 			}
-			hdr[http.CanonicalHeaderKey(k)] = v
+			name := strings.ToLower(k)
+			// The caller's value of a default field replaces it, as it did in net/http's
+			// request header.
+			fields = slices.DeleteFunc(fields, func(f [2]string) bool { return f[0] == name })
+			for _, val := range v {
+				fields = append(fields, [2]string{name, val})
+			}
 		}
 	}
-	body := newSendPipe(sctx)
-	req := (&http.Request{
-		Method:     http.MethodPost,
-		URL:        &url.URL{Scheme: c.scheme, Host: c.cfg.Address, Path: path},
-		Host:       c.cfg.Address,
-		Proto:      "HTTP/2.0",
-		ProtoMajor: 2,
-		Header:     hdr,
-		Body:       body,
-		// -1: length unknown, the body streams until CloseSend.
-		ContentLength: -1,
-	}).WithContext(sctx)
-	s := &ClientStream{
-		ctx:    sctx,
-		cancel: cancel,
-		body:   body,
-		max:    c.cfg.MaxRecvMsgBytes,
-		resc:   make(chan roundTripResult, 1),
+	var h *h2stream
+	for {
+		h, err = cc.open(sctx, c.scheme, path, fields)
+		if err != errGoAwayRefused {
+			break
+		}
+		// The connection stopped taking streams before this one started: the next one.
+		if cc, err = c.conn(sctx); err != nil {
+			break
+		}
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if err != nil {
 		cancel()
-		return nil, errClientClosed
+		return nil, err
 	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		resp, err := cc.RoundTrip(req)
-		if err != nil {
-			// The transport does not always close the body of a request it refused
-			// (ClientConn.RoundTrip's validation does not): a SendMsg waiting on it must
-			// see the stream is over.
-			body.Close()
-		}
-		s.resc <- roundTripResult{resp, err}
-	}()
+	s := &ClientStream{
+		ctx:       sctx,
+		cancel:    cancel,
+		h:         h,
+		max:       c.cfg.MaxRecvMsgBytes,
+		afterDone: make(chan struct{}),
+	}
+	s.stopAfter = context.AfterFunc(sctx, func() {
+		defer close(s.afterDone)
+		h.cc.reset(h, http2.ErrCodeCancel, status.FromContextError(sctx.Err()).Err())
+	})
 	return s, nil
 }
 
-type roundTripResult struct {
-	resp *http.Response
-	err  error
-}
-
-// Close closes the connection, which ends every stream on it with Unavailable, and waits for
-// every goroutine the Client started. Open fails afterwards.
+// Close closes every connection, which ends every stream on them with Unavailable, and waits
+// for every goroutine the Client started. Open fails afterwards.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	cc := c.cc
-	c.cc = nil
+	conns := c.conns
+	c.conns, c.cc = nil, nil
 	c.mu.Unlock()
-	var err error
-	if cc != nil {
-		err = cc.Close()
+	for _, cc := range conns {
+		cc.close(status.Error(codes.Unavailable, "h2grpc: client closed"))
 	}
-	c.wg.Wait()
-	c.tr.CloseIdleConnections()
-	return err
+	for _, cc := range conns {
+		cc.wait()
+	}
+	return nil
 }
 
 // checkHeaderField refuses metadata HTTP/2 cannot carry (RFC 9113 section 8.2.1: a field
