@@ -122,12 +122,15 @@ func dialConn(ctx context.Context, cfg *ClientConfig, tc *tls.Config) (*clientCo
 	cc.cond = sync.NewCond(&cc.mu)
 	cc.fr = http2.NewFramer(cc.bw, bufio.NewReaderSize(nc, connBufferSize))
 	cc.fr.SetReuseFrames()
+	// We do not raise SETTINGS_MAX_FRAME_SIZE: a larger frame is a FRAME_SIZE_ERROR.
+	cc.fr.SetMaxReadFrameSize(initialPeerFrameSize)
 	cc.fr.ReadMetaHeaders = hpack.NewDecoder(defaultHeaderTable, nil)
 	cc.enc = hpack.NewEncoder(&cc.hbuf)
 	cc.recvWin.Store(int64(cfg.ConnWindow))
 
 	// The preface, our SETTINGS (no push; the stream window) and the connection window.
-	if _, err := cc.bw.WriteString(http2.ClientPreface); err == nil {
+	_, err = cc.bw.WriteString(http2.ClientPreface)
+	if err == nil {
 		err = cc.fr.WriteSettings(
 			http2.Setting{ID: http2.SettingEnablePush, Val: 0},
 			http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(cfg.StreamWindow)},
@@ -138,10 +141,10 @@ func dialConn(ctx context.Context, cfg *ClientConfig, tc *tls.Config) (*clientCo
 		if err == nil {
 			err = cc.bw.Flush()
 		}
-		if err != nil {
-			nc.Close()
-			return nil, err
-		}
+	}
+	if err != nil {
+		nc.Close()
+		return nil, err
 	}
 	cc.wg.Add(1)
 	go cc.readLoop()

@@ -344,7 +344,8 @@ func (s *h2stream) send(pieces [][]byte, end bool) bool {
 			if s.localEnd || cc.dead != nil {
 				break
 			}
-			n = int(min(int64(left), s.sendWin, cc.sendWin))
+			// At most a write buffer per turn, so other streams' frames get in between.
+			n = int(min(int64(left), s.sendWin, cc.sendWin, connBufferSize))
 			if n > 0 {
 				break
 			}
