@@ -52,6 +52,7 @@ type clientConn struct {
 	waiting atomic.Int32 // writers waiting for wmu: the last one out flushes
 	bw      *bufio.Writer
 	fr      *http2.Framer // its read half belongs to the reader goroutine
+	br      *bufio.Reader // the Framer's reader, which the reader goroutine reads DATA from
 	enc     *hpack.Encoder
 	hbuf    bytes.Buffer
 	werr    error // sticky write error
@@ -120,7 +121,8 @@ func dialConn(ctx context.Context, cfg *ClientConfig, tc *tls.Config) (*clientCo
 		frameSize:  initialPeerFrameSize,
 	}
 	cc.cond = sync.NewCond(&cc.mu)
-	cc.fr = http2.NewFramer(cc.bw, bufio.NewReaderSize(nc, connBufferSize))
+	cc.br = bufio.NewReaderSize(nc, connBufferSize)
+	cc.fr = http2.NewFramer(cc.bw, cc.br)
 	cc.fr.SetReuseFrames()
 	// We do not raise SETTINGS_MAX_FRAME_SIZE: a larger frame is a FRAME_SIZE_ERROR.
 	cc.fr.SetMaxReadFrameSize(initialPeerFrameSize)

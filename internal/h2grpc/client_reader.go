@@ -3,6 +3,7 @@ package h2grpc
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -20,7 +21,19 @@ func (cc *clientConn) readLoop() {
 	var err error
 	for {
 		var f http2.Frame
-		f, err = cc.fr.ReadFrame()
+		var fh http2.FrameHeader
+		fh, err = cc.fr.ReadFrameHeader()
+		if err == nil && fh.Type == http2.FrameData {
+			// DATA is read here, its payload straight into a pooled buffer.
+			cc.readAny.Store(true)
+			if err = cc.readData(fh); err != nil {
+				break
+			}
+			continue
+		}
+		if err == nil {
+			f, err = cc.fr.ReadFrameForHeader(fh)
+		}
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
@@ -53,8 +66,6 @@ func (cc *clientConn) readLoop() {
 
 func (cc *clientConn) handle(f http2.Frame) error {
 	switch f := f.(type) {
-	case *http2.DataFrame:
-		return cc.onData(f)
 	case *http2.MetaHeadersFrame:
 		return cc.onHeaders(f)
 	case *http2.SettingsFrame:
@@ -105,21 +116,54 @@ func (cc *clientConn) idle(id uint32) bool {
 	return id%2 == 0 || id >= cc.nextID
 }
 
-func (cc *clientConn) onData(f *http2.DataFrame) error {
-	size := int64(f.Length)
+// readData reads a DATA frame's payload (RFC 9113 section 6.1) after its header: the data
+// goes from the read buffer into a pooled buffer the stream's reader takes, the only copy.
+func (cc *clientConn) readData(fh http2.FrameHeader) error {
+	if fh.StreamID == 0 {
+		return connProtocolError{http2.ErrCodeProtocol, "DATA on stream 0"}
+	}
+	size := int64(fh.Length)
+	dataLen, pad := int(fh.Length), 0
+	if fh.Flags.Has(http2.FlagDataPadded) {
+		if fh.Length == 0 {
+			return connProtocolError{http2.ErrCodeProtocol, "padded DATA without its pad length"}
+		}
+		p, err := cc.br.ReadByte()
+		if err != nil {
+			return err
+		}
+		pad = int(p)
+		if pad > dataLen-1 {
+			return connProtocolError{http2.ErrCodeProtocol, "DATA padding longer than the frame"}
+		}
+		dataLen -= 1 + pad
+	}
 	if cc.recvWin.Add(-size) < 0 {
 		return connProtocolError{http2.ErrCodeFlowControl, "DATA beyond the connection window"}
 	}
-	s := cc.stream(f.StreamID)
+	s := cc.stream(fh.StreamID)
 	if s == nil {
-		if cc.idle(f.StreamID) {
+		if cc.idle(fh.StreamID) {
 			return connProtocolError{http2.ErrCodeProtocol, "DATA on an idle stream"}
 		}
 		// A stream we have reset or finished: the bytes are the connection's to grant back.
+		if _, err := cc.br.Discard(dataLen + pad); err != nil {
+			return err
+		}
 		cc.consumed(size)
 		return nil
 	}
-	data := f.Data()
+	var b *[]byte
+	if dataLen > 0 {
+		b = mem.DefaultBufferPool().Get(dataLen)
+		if _, err := io.ReadFull(cc.br, *b); err != nil {
+			mem.DefaultBufferPool().Put(b)
+			return err
+		}
+	}
+	if _, err := cc.br.Discard(pad); err != nil {
+		return err
+	}
 	var code http2.ErrCode
 	var why error
 	s.mu.Lock()
@@ -132,24 +176,26 @@ func (cc *clientConn) onData(f *http2.DataFrame) error {
 		code, why = http2.ErrCodeFlowControl, status.Error(codes.Internal, "h2grpc: server sent beyond the stream window")
 	default:
 		s.recvWin -= size
-		if len(data) > 0 {
-			b := mem.DefaultBufferPool().Get(len(data))
-			copy(*b, data)
+		if b != nil {
 			s.push(b)
+			b = nil
 		}
 		s.wake()
 	}
 	s.mu.Unlock()
 	if why != nil {
+		if b != nil {
+			mem.DefaultBufferPool().Put(b)
+		}
 		cc.consumed(size)
-		cc.streamError(f.StreamID, code, why)
+		cc.streamError(fh.StreamID, code, why)
 		return nil
 	}
-	if pad := size - int64(len(data)); pad > 0 {
-		cc.consumed(pad) // padding is consumed on arrival
-		s.consumed(int(pad))
+	if padding := size - int64(dataLen); padding > 0 {
+		cc.consumed(padding) // padding is consumed on arrival
+		s.consumed(int(padding))
 	}
-	if f.StreamEnded() {
+	if fh.Flags.Has(http2.FlagDataEndStream) {
 		cc.remoteEnd(s, 0, nil, nil)
 	}
 	return nil
