@@ -29,17 +29,17 @@ type ClientConfig struct {
 	// error keeps its code, anything else is Unavailable (as grpc-go does with failing per-RPC
 	// credentials).
 	Header func(ctx context.Context) (http.Header, error)
-	// StreamWindow and ConnWindow are the receive flow-control windows (net/http's
-	// HTTP2Config.MaxReceiveBufferPerStream and MaxReceiveBufferPerConnection): at most this
-	// much of a stream's (the connection's) data is buffered unread. 0 chooses 1 MiB and
-	// 4 MiB: enough to keep a TLS connection busy at local round-trip times while bounding
-	// what a stalled reader holds. Valid: StreamWindow 64 KiB..2 GiB-1, ConnWindow
-	// 64 KiB..2 GiB-1 and not below StreamWindow (net/http silently replaces values out of its
-	// range by its defaults of 4 MiB / 1 GiB; we refuse them instead).
+	// StreamWindow and ConnWindow are the receive flow-control windows: at most this much of
+	// a stream's (the connection's) data is buffered unread; the server is granted more once a
+	// quarter of a window has been read (as grpc-go grants). 0 chooses 1 MiB and 4 MiB: enough
+	// to keep a TLS connection busy at local round-trip times while bounding what a stalled
+	// reader holds. Valid: StreamWindow 64 KiB..2 GiB-1, ConnWindow 64 KiB..2 GiB-1 and not
+	// below StreamWindow (RFC 9113 section 6.9.1 caps a window at 2^31-1).
 	StreamWindow, ConnWindow int
-	// KeepaliveTime: after this long without a frame received, the client pings (net/http's
-	// HTTP2Config.SendPingTimeout); KeepaliveTimeout: the connection is closed when the ping is
-	// not answered within it (PingTimeout; 0 there means net/http's 15 s). 0: no pings.
+	// KeepaliveTime: after this long without a frame received, the client pings (as net/http's
+	// HTTP2Config.SendPingTimeout did before this package spoke HTTP/2 itself);
+	// KeepaliveTimeout: the connection is closed when the ping is not answered within it (0
+	// means 15 s, net/http's PingTimeout default). 0: no pings.
 	KeepaliveTime, KeepaliveTimeout time.Duration
 	// MaxRecvMsgBytes bounds a received message: a larger one ends the stream with
 	// ResourceExhausted. 0: 4 MiB, grpc-go's default.
