@@ -500,3 +500,53 @@ func TestClientMalformedHeadersResetStream(t *testing.T) {
 		t.Fatalf("next stream: %q %v", got, err)
 	}
 }
+
+// TestClientSkipsUnreadRest: RecvMsgHeader skips what was left unread of the previous message,
+// across DATA frames, and the skipped bytes are granted back like read ones.
+func TestClientSkipsUnreadRest(t *testing.T) {
+	p := startRawPeer(t)
+	c := rawClient(t, p, ClientConfig{StreamWindow: 64 << 10, ConnWindow: 64 << 10})
+	s, err := c.Open(testCtx(t), testMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rc := p.accept(t)
+	id := rc.headers(t)
+	rc.writeHeaders(id, false, ":status", "200", "content-type", "application/grpc")
+	first := pattern(60<<10, 1) // most of both windows: the skip must grant them back
+	second := []byte("second")
+	for _, m := range [][]byte{first, second} {
+		var hdr [prefixLen]byte
+		putPrefix(&hdr, len(m))
+		body := append(hdr[:], m...)
+		for len(body) > 0 {
+			k := min(len(body), 16<<10)
+			rc.fr.WriteData(id, false, body[:k])
+			body = body[k:]
+		}
+		rc.bw.Flush()
+		if len(m) == len(first) {
+			n, err := s.RecvMsgHeader()
+			if err != nil || n != len(first) {
+				t.Fatalf("first: %d %v", n, err)
+			}
+			buf := make([]byte, 3)
+			if _, err := io.ReadFull(s, buf); err != nil || !bytes.Equal(buf, first[:3]) {
+				t.Fatalf("first bytes %q %v", buf, err)
+			}
+		}
+	}
+	if got, err := recvOne(s); err != nil || !bytes.Equal(got, second) {
+		t.Fatalf("second: %q %v", got, err)
+	}
+	// 60 KiB consumed: the server was granted stream and connection window back.
+	conn, stream := false, false
+	rc.next(t, func(f http2.Frame) bool {
+		if w, ok := f.(*http2.WindowUpdateFrame); ok {
+			conn = conn || w.StreamID == 0
+			stream = stream || w.StreamID == id
+		}
+		return conn && stream
+	})
+}

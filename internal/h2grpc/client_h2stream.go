@@ -72,25 +72,41 @@ func (s *h2stream) dropLocked() int64 {
 // read copies queued data into p, waiting for some. It returns io.EOF at a clean end and the
 // stream's error after its data; ctx ending returns its status.
 func (s *h2stream) read(ctx context.Context, p []byte) (int, error) {
+	return s.take(ctx, p, len(p))
+}
+
+// discard drops up to n queued bytes, waiting for some, as read does without the copy.
+func (s *h2stream) discard(ctx context.Context, n int) (int, error) {
+	return s.take(ctx, nil, n)
+}
+
+// take moves up to max queued bytes into p (nil: drops them) and grants what it took.
+func (s *h2stream) take(ctx context.Context, p []byte, max int) (int, error) {
 	for {
 		s.mu.Lock()
 		if s.qh < len(s.q) {
 			n := 0
 			pool := mem.DefaultBufferPool()
-			for n < len(p) && s.qh < len(s.q) {
-				b := *s.q[s.qh]
-				c := copy(p[n:], b[s.off:])
+			for n < max && s.qh < len(s.q) {
+				b := (*s.q[s.qh])[s.off:]
+				c := min(len(b), max-n)
+				if p != nil {
+					copy(p[n:], b[:c])
+				}
 				n += c
 				s.off += c
-				if s.off == len(b) {
+				if c == len(b) {
 					pool.Put(s.q[s.qh])
 					s.q[s.qh] = nil
 					s.qh++
 					s.off = 0
 				}
 			}
+			grant := s.grantLocked(n)
 			s.mu.Unlock()
-			s.consumed(n)
+			if grant > 0 {
+				s.cc.writeWindowUpdate(s.id, uint32(grant))
+			}
 			s.cc.consumed(int64(n))
 			return n, nil
 		}
@@ -134,20 +150,27 @@ func (s *h2stream) awaitHeaders(ctx context.Context) error {
 // consumed grants the server n more bytes of the stream once a quarter of the window is owed.
 func (s *h2stream) consumed(n int) {
 	s.mu.Lock()
+	grant := s.grantLocked(n)
+	s.mu.Unlock()
+	if grant > 0 {
+		s.cc.writeWindowUpdate(s.id, uint32(grant))
+	}
+}
+
+// grantLocked counts n bytes consumed and returns the window update to send, if any (none once
+// the server has ended the stream); the caller holds mu.
+func (s *h2stream) grantLocked(n int) int {
 	if s.recvEnd || s.err != nil {
-		s.mu.Unlock()
-		return
+		return 0
 	}
 	s.unacked += n
-	inc := 0
-	if s.unacked >= s.cc.cfg.StreamWindow/4 {
-		inc, s.unacked = s.unacked, 0
-		s.recvWin += int64(inc)
+	if s.unacked < s.cc.cfg.StreamWindow/4 {
+		return 0
 	}
-	s.mu.Unlock()
-	if inc > 0 {
-		s.cc.writeWindowUpdate(s.id, uint32(inc))
-	}
+	grant := s.unacked
+	s.unacked = 0
+	s.recvWin += int64(grant)
+	return grant
 }
 
 // endRecv ends the receive side with err (nil: cleanly) unless it has ended already.

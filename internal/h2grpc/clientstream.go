@@ -94,15 +94,14 @@ func (s *ClientStream) RecvMsgHeader() (int, error) {
 			return 0, s.fail(err)
 		}
 	}
-	body := (*streamBody)(s)
 	for s.left > 0 {
-		var buf [512]byte
-		n, err := body.Read(buf[:min(len(buf), s.left)])
+		n, err := s.h.discard(s.ctx, s.left)
 		s.left -= n
 		if err != nil {
 			return 0, s.fail(s.bodyError(err))
 		}
 	}
+	body := (*streamBody)(s)
 	n, err := readPrefix(body, &s.rhdr, s.max)
 	switch {
 	case err == nil:
