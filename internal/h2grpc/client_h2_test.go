@@ -550,3 +550,68 @@ func TestClientSkipsUnreadRest(t *testing.T) {
 		return conn && stream
 	})
 }
+
+// TestClientSendFlowControl: the client sends no more than the server's windows allow (here
+// INITIAL_WINDOW_SIZE 0, then a stream grant of 1000 bytes) and splits DATA at the server's
+// MAX_FRAME_SIZE (16384 by default).
+func TestClientSendFlowControl(t *testing.T) {
+	p := startRawPeer(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	c := rawClient(t, p, ClientConfig{})
+	s, err := c.Open(testCtx(t), testMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rc := p.accept(t)
+	var id uint32
+	acked := false
+	rc.next(t, func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			id = f.StreamID
+		case *http2.SettingsFrame:
+			acked = acked || f.IsAck()
+		}
+		return id != 0 && acked
+	})
+	const size = 40000
+	msg := pattern(size, 5)
+	sent := make(chan error, 1)
+	go func() { sent <- s.SendMsg(mem.BufferSlice{mem.SliceBuffer(msg)}) }()
+	rc.fr.WriteWindowUpdate(id, 1000)
+	rc.bw.Flush()
+	var got []byte
+	rc.next(t, func(f http2.Frame) bool {
+		if d, ok := f.(*http2.DataFrame); ok && d.StreamID == id {
+			got = append(got, d.Data()...)
+		}
+		return len(got) >= 1000
+	})
+	if len(got) != 1000 {
+		t.Fatalf("%d bytes sent in a 1000-byte window", len(got))
+	}
+	select {
+	case err := <-sent:
+		t.Fatalf("SendMsg returned (%v) with the message not sent", err)
+	default:
+	}
+	// The connection window (65535) now limits: grant it too.
+	rc.fr.WriteWindowUpdate(id, 1<<20)
+	rc.fr.WriteWindowUpdate(0, 1<<20)
+	rc.bw.Flush()
+	rc.next(t, func(f http2.Frame) bool {
+		if d, ok := f.(*http2.DataFrame); ok && d.StreamID == id {
+			if len(d.Data()) > 16384 {
+				t.Errorf("DATA of %d bytes over MAX_FRAME_SIZE", len(d.Data()))
+			}
+			got = append(got, d.Data()...)
+		}
+		return len(got) >= prefixLen+size
+	})
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[prefixLen:], msg) {
+		t.Fatal("message differs")
+	}
+}
