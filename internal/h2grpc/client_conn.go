@@ -325,7 +325,9 @@ func (cc *clientConn) goAway(e connProtocolError) {
 
 // keepalive pings after KeepaliveTime without a frame received and closes the connection
 // when the ping is not answered within KeepaliveTimeout (net/http's SendPingTimeout and
-// PingTimeout, which this replaces).
+// PingTimeout, which this replaces). The timeout runs from before the ping is written, as
+// grpc-go's runs from when the ping is queued: a server that stops reading, so that the ping
+// cannot even be written, is found dead too.
 func (cc *clientConn) keepalive() {
 	defer cc.wg.Done()
 	timeout := cc.cfg.KeepaliveTimeout
@@ -348,27 +350,33 @@ func (cc *clientConn) keepalive() {
 		case <-cc.pingAck:
 		default:
 		}
+		fired := make(chan struct{})
+		expire := time.AfterFunc(timeout, func() {
+			defer close(fired)
+			cc.close(status.Errorf(codes.Unavailable, "h2grpc: keepalive ping to %s not answered within %v", cc.cfg.Address, timeout))
+		})
 		cc.lockWrite()
 		var err error
 		if cc.werr == nil {
 			err = cc.fr.WritePing(false, [8]byte{'w', 'i', 'n', 'g', 'm', 'a', 'n', 0})
 		}
-		if cc.unlockWrite(err) != nil {
-			return
-		}
-		t.Reset(timeout)
-		select {
-		case <-cc.done:
-			return
-		case <-cc.pingAck:
-			if !t.Stop() {
-				<-t.C
+		werr := cc.unlockWrite(err)
+		acked := false
+		if werr == nil {
+			select {
+			case <-cc.done:
+			case <-cc.pingAck:
+				acked = true
 			}
-			t.Reset(cc.cfg.KeepaliveTime)
-		case <-t.C:
-			cc.close(status.Errorf(codes.Unavailable, "h2grpc: keepalive ping to %s not answered within %v", cc.cfg.Address, timeout))
+		}
+		if !expire.Stop() {
+			<-fired // the connection is being closed: wait for the closer
 			return
 		}
+		if !acked {
+			return
+		}
+		t.Reset(cc.cfg.KeepaliveTime)
 	}
 }
 

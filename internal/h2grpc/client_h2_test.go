@@ -615,3 +615,32 @@ func TestClientSendFlowControl(t *testing.T) {
 		t.Fatal("message differs")
 	}
 }
+
+// TestClientKeepaliveAnswered: pings the server answers keep the connection: after several
+// idle-time pings the stream still gets its response.
+func TestClientKeepaliveAnswered(t *testing.T) {
+	p := startRawPeer(t)
+	c := rawClient(t, p, ClientConfig{KeepaliveTime: 10 * time.Millisecond, KeepaliveTimeout: 5 * time.Second})
+	s, err := c.Open(testCtx(t), testMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rc := p.accept(t)
+	id := rc.headers(t)
+	for pings := 0; pings < 3; {
+		rc.next(t, func(f http2.Frame) bool {
+			pf, ok := f.(*http2.PingFrame)
+			if ok && !pf.IsAck() {
+				rc.fr.WritePing(true, pf.Data)
+				rc.bw.Flush()
+			}
+			return ok
+		})
+		pings++
+	}
+	rc.respond(id, []byte("alive"), codes.OK)
+	if got, err := recvOne(s); err != nil || string(got) != "alive" {
+		t.Fatalf("after pings: %q %v", got, err)
+	}
+}
