@@ -63,6 +63,7 @@ type clientConn struct {
 	recvWin   atomic.Int64
 	unacked   atomic.Int64 // consumed, not yet granted
 	readAny   atomic.Bool  // a frame arrived since the keepalive last looked
+	unflushed atomic.Bool  // the reader left frames in bw for its next turn to flush
 	pingAck   chan struct{}
 	closeOnce sync.Once
 
@@ -201,6 +202,7 @@ func (cc *clientConn) unlockWrite(err error) error {
 	}
 	if cc.werr == nil && cc.waiting.Load() == 0 {
 		cc.werr = cc.bw.Flush()
+		cc.unflushed.Store(false)
 	}
 	err = cc.werr
 	cc.wmu.Unlock()
@@ -210,7 +212,27 @@ func (cc *clientConn) unlockWrite(err error) error {
 	return err
 }
 
-// writeControl writes one small control frame.
+// unlockWriteReader is unlockWrite for the reader goroutine's answers (PING and SETTINGS
+// acknowledgements): while frames already read wait in the read buffer it leaves the flush to
+// the reader's next turn (flushUnflushed), so a batch of frames costs one write.
+func (cc *clientConn) unlockWriteReader(err error) {
+	if err == nil && cc.werr == nil && cc.br.Buffered() > 0 {
+		cc.unflushed.Store(true)
+		cc.wmu.Unlock()
+		return
+	}
+	cc.unlockWrite(err)
+}
+
+// flushUnflushed flushes what unlockWriteReader left, before the reader waits for bytes.
+func (cc *clientConn) flushUnflushed() {
+	if cc.br.Buffered() == 0 && cc.unflushed.Load() {
+		cc.lockWrite()
+		cc.unlockWrite(nil)
+	}
+}
+
+// writeWindowUpdate and writeRST write one small control frame each.
 func (cc *clientConn) writeWindowUpdate(id uint32, n uint32) {
 	cc.lockWrite()
 	var err error

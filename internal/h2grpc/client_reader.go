@@ -22,6 +22,7 @@ func (cc *clientConn) readLoop() {
 	for {
 		var f http2.Frame
 		var fh http2.FrameHeader
+		cc.flushUnflushed()
 		fh, err = cc.fr.ReadFrameHeader()
 		if err == nil && fh.Type == http2.FrameData {
 			// DATA is read here, its payload straight into a pooled buffer.
@@ -85,7 +86,7 @@ func (cc *clientConn) handle(f http2.Frame) error {
 		if cc.werr == nil {
 			err = cc.fr.WritePing(true, f.Data)
 		}
-		cc.unlockWrite(err)
+		cc.unlockWriteReader(err)
 	case *http2.RSTStreamFrame:
 		if s := cc.stream(f.StreamID); s != nil {
 			cc.remoteReset(s, status.Errorf(rstCode(uint32(f.ErrCode)), "h2grpc: stream reset by the server (HTTP/2 %v)", f.ErrCode))
@@ -301,7 +302,7 @@ func (cc *clientConn) onSettings(f *http2.SettingsFrame) error {
 	if cc.werr == nil {
 		err = cc.fr.WriteSettingsAck()
 	}
-	cc.unlockWrite(err)
+	cc.unlockWriteReader(err)
 	return nil
 }
 
