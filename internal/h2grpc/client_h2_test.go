@@ -644,3 +644,33 @@ func TestClientKeepaliveAnswered(t *testing.T) {
 		t.Fatalf("after pings: %q %v", got, err)
 	}
 }
+
+// TestClientWindowOverflow: a WINDOW_UPDATE taking a window past 2^31-1 is a
+// FLOW_CONTROL_ERROR (RFC 9113 section 6.9.1): of the stream (RST_STREAM) or of the connection
+// (GOAWAY).
+func TestClientWindowOverflow(t *testing.T) {
+	p := startRawPeer(t)
+	c := rawClient(t, p, ClientConfig{})
+	s, err := c.Open(testCtx(t), testMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rc := p.accept(t)
+	id := rc.headers(t)
+	rc.fr.WriteWindowUpdate(id, 1<<31-1) // 65535 + 2^31-1
+	rc.bw.Flush()
+	rc.next(t, func(f http2.Frame) bool {
+		r, ok := f.(*http2.RSTStreamFrame)
+		return ok && r.StreamID == id && r.ErrCode == http2.ErrCodeFlowControl
+	})
+	if _, err := s.RecvMsgHeader(); status.Code(err) != codes.Internal {
+		t.Fatalf("stream after its window overflowed: %v, want Internal", err)
+	}
+	rc.fr.WriteWindowUpdate(0, 1<<31-1)
+	rc.bw.Flush()
+	rc.next(t, func(f http2.Frame) bool {
+		g, ok := f.(*http2.GoAwayFrame)
+		return ok && g.ErrCode == http2.ErrCodeFlowControl
+	})
+}
