@@ -13,10 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/clock"
+	"github.com/wingman-mesh/wingman/internal/h2grpc"
 	"github.com/wingman-mesh/wingman/internal/unixsock"
 )
 
@@ -70,9 +68,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer(grpc.MaxConcurrentStreams(100000), grpc.WaitForHandlers(true),
-		grpc.ForceServerCodecV2(fastpath.Codec{}))
-	srv.RegisterService(&sdsServiceDesc, s)
+	srv := h2grpc.NewServer(h2grpc.ServerConfig{MaxConcurrentStreams: 100000}, s.sdsRoutes())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	close(s.serving)

@@ -21,7 +21,7 @@ type sdsConn interface {
 	Send(resp []byte) error
 }
 
-var _ sdsConn = grpcSDSConn{}
+var _ sdsConn = h2SDSConn{}
 
 // sdsStream is the state of one StreamSecrets call. Owned by the handler goroutine.
 type sdsStream struct {

@@ -66,9 +66,12 @@ type Backoff struct {
 }
 
 const (
-	streamWindow      = 16 << 20
-	connWindow        = 32 << 20
-	ioBuffer          = 32 << 10 // gRPC's default: 256 KiB held 0.56 MiB more idle anon for no measured CPU gain (perf/results/idle-startup.md)
+	// HTTP/2 receive windows, both sides. They bound what a peer may send unread: with
+	// cut-through the proxy reads as it forwards, so a window only needs to cover the time to
+	// forward it (16 MiB windows let a 10 MB push sit whole in the transport: 12 MB peak heap in
+	// TestGatePeakHeap10MB).
+	streamWindow      = 512 << 10
+	connWindow        = 4 << 20
 	defaultMaxMessage = 64 << 20
 	defaultQueueBytes = 16 << 20
 )

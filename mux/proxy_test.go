@@ -215,6 +215,13 @@ func TestThreeDownstreamsShareOneUpstreamConnection(t *testing.T) {
 	}
 }
 
+// cut reports whether a client's stream ended because the proxy lost Istiod in the middle of a
+// response it was forwarding: Unavailable, or Internal where grpc-go saw the message cut short.
+func cut(err error) bool {
+	c := grpcstatus.Code(err)
+	return c == codes.Unavailable || c == codes.Internal
+}
+
 // TestIstiodRestartMidPush stops Istiod while a client is subscribed, changes the config, and
 // starts Istiod again: the client converges on the new config. Its stream stays open, unless
 // the loss cut a response the proxy was forwarding while it arrived (cut-through): then it ends
@@ -253,7 +260,7 @@ func TestIstiodRestartMidPush(t *testing.T) {
 				var nonce string
 				recv = func() error {
 					r, err := stream.Recv()
-					if grpcstatus.Code(err) == codes.Unavailable && reopened == 0 {
+					if cut(err) && reopened == 0 {
 						reopened++
 						if err := open(); err != nil {
 							return err
@@ -280,7 +287,7 @@ func TestIstiodRestartMidPush(t *testing.T) {
 				var last *discovery.DiscoveryResponse
 				recv = func() error {
 					r, err := stream.Recv()
-					if grpcstatus.Code(err) == codes.Unavailable && reopened == 0 {
+					if cut(err) && reopened == 0 {
 						reopened++
 						stream = subscribeClusters(t, ctx, ads)
 						r, err = stream.Recv()

@@ -197,10 +197,6 @@ func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 // response); the first RecvMsgHeader waits for them. The stream ends (RST_STREAM) when ctx is
 // done or Close is called; the caller must call Close when done with it.
 func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
-	cc, err := c.conn(ctx)
-	if err != nil {
-		return nil, err
-	}
 	sctx, cancel := context.WithCancel(ctx)
 	fields := [][2]string{
 		{"content-type", "application/grpc"},
@@ -229,6 +225,11 @@ func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
 				fields = append(fields, [2]string{name, val})
 			}
 		}
+	}
+	cc, err := c.conn(sctx)
+	if err != nil {
+		cancel()
+		return nil, err
 	}
 	var h *h2stream
 	for {

@@ -205,9 +205,9 @@ func TestClientWaitsForStreamSlot(t *testing.T) {
 	}
 }
 
-// TestClientGoAway: streams above the GOAWAY's last stream ID fail Unavailable, those at or
+// TestClientGoAwayLastStreamID: streams above the GOAWAY's last stream ID fail Unavailable, those at or
 // below it finish, and the next Open dials a new connection.
-func TestClientGoAway(t *testing.T) {
+func TestClientGoAwayLastStreamID(t *testing.T) {
 	p := startRawPeer(t)
 	c := rawClient(t, p, ClientConfig{})
 	s1, err := c.Open(testCtx(t), testMethod)

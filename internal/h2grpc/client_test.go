@@ -8,6 +8,10 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
@@ -150,7 +154,9 @@ func TestClientCancel(t *testing.T) {
 	p := startGRPCPeer(t, true)
 	c := newTestClient(t, p, map[string]string{"x-mode": "wait"})
 
-	// Close: the server's handler sees its context end.
+	// Close: the server's handler sees its context end. In "wait" mode grpc-go's server sends
+	// no response headers at all (it sends them with the first message), so Open returning
+	// here also shows it does not wait for them, as Istiod's streams need.
 	s, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -276,6 +282,58 @@ func TestClientRedialsAfterServerDown(t *testing.T) {
 	}
 }
 
+// TestClientGoAway: Istiod sends GOAWAY at its MaxConnectionAge. The streams on that
+// connection go on; the next Open dials a new connection instead of failing on the old one.
+func TestClientGoAway(t *testing.T) {
+	p := startGRPCPeerAt(t, true, "127.0.0.1:0", grpc.KeepaliveParams(keepalive.ServerParameters{
+		MaxConnectionAge:      50 * time.Millisecond,
+		MaxConnectionAgeGrace: time.Minute,
+	}))
+	c := newTestClient(t, p, nil)
+	old, err := c.Open(testCtx(t), testMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := sendBytes(old, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recvAll(old, 10); err != nil {
+		t.Fatal(err)
+	}
+	// Open until a stream lands on a second connection (after the GOAWAY).
+	for p.lis.accepts.Load() < 2 {
+		s, err := c.Open(testCtx(t), testMethod)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		if err := sendBytes(s, []byte("b")); err == io.EOF {
+			// A stream racing the GOAWAY is refused: it ends Unavailable (the proxy's
+			// routine reconnect), never hangs.
+			_, err := s.RecvMsgHeader()
+			t.Logf("stream racing the GOAWAY: %v", err)
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("refused stream: %v, want Unavailable", err)
+			}
+			s.Close()
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := recvAll(s, 10); err != nil || string(got) != "b" {
+			t.Fatalf("echo: %q %v", got, err)
+		}
+		s.Close()
+	}
+	// The stream on the first connection still works.
+	if err := sendBytes(old, []byte("c")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := recvAll(old, 10); err != nil || string(got) != "c" {
+		t.Fatalf("old stream after GOAWAY: %q %v", got, err)
+	}
+}
+
 func TestClientOneConnectionForManyStreams(t *testing.T) {
 	p := startGRPCPeer(t, true)
 	c := newTestClient(t, p, nil)
@@ -330,6 +388,10 @@ func TestClientMaxRecvMsgBytes(t *testing.T) {
 	defer s.Close()
 	if _, err := s.RecvMsgHeader(); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("RecvMsgHeader: %v, want ResourceExhausted", err)
+	}
+	// Sending on a stream the receiver has ended does not block: io.EOF, as grpc-go.
+	if err := sendBytes(s, []byte("late")); err != io.EOF {
+		t.Fatalf("SendMsg after the end: %v, want io.EOF", err)
 	}
 	if err := <-p.ended; err == nil {
 		t.Fatal("the server's stream was not reset")

@@ -117,11 +117,11 @@ func (s *ClientStream) RecvMsgHeader() (int, error) {
 // Read reads the current message's body into p; it returns io.EOF exactly at the message's
 // end (and 0, io.EOF before any RecvMsgHeader or after the last byte).
 func (s *ClientStream) Read(p []byte) (int, error) {
-	if s.left == 0 {
-		return 0, io.EOF
-	}
 	if s.recvErr != nil {
 		return 0, s.recvErr
+	}
+	if s.left == 0 {
+		return 0, io.EOF
 	}
 	if len(p) > s.left {
 		p = p[:s.left]

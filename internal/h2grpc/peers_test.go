@@ -128,7 +128,7 @@ func startGRPCPeer(t testing.TB, useTLS bool) *grpcPeer {
 	return startGRPCPeerAt(t, useTLS, "127.0.0.1:0")
 }
 
-func startGRPCPeerAt(t testing.TB, useTLS bool, addr string) *grpcPeer {
+func startGRPCPeerAt(t testing.TB, useTLS bool, addr string, extra ...grpc.ServerOption) *grpcPeer {
 	t.Helper()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -141,6 +141,7 @@ func startGRPCPeerAt(t testing.TB, useTLS bool, addr string) *grpcPeer {
 		grpc.MaxRecvMsgSize(64 << 20),
 		grpc.MaxSendMsgSize(64 << 20),
 	}
+	opts = append(opts, extra...)
 	if useTLS {
 		cert, pool := selfSigned(t)
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
@@ -159,6 +160,14 @@ func startGRPCPeerAt(t testing.TB, useTLS bool, addr string) *grpcPeer {
 func (p *grpcPeer) stop() {
 	p.srv.Stop()
 	p.done.Wait()
+}
+
+// report tells a test how a handler ended; dropped when nobody listens (the channel is full).
+func (p *grpcPeer) report(err error) {
+	select {
+	case p.ended <- err:
+	default:
+	}
 }
 
 func (p *grpcPeer) handle(_ any, ss grpc.ServerStream) error {
@@ -192,34 +201,34 @@ func (p *grpcPeer) handle(_ any, ss grpc.ServerStream) error {
 		size, _ := strconv.Atoi(first("x-size"))
 		msg := pattern(size, 1)
 		if err := ss.SendMsg(&msg); err != nil {
-			p.ended <- err
+			p.report(err)
 			return err
 		}
 		var in []byte
 		err := ss.RecvMsg(&in)
-		p.ended <- ctx.Err()
+		p.report(ctx.Err())
 		if err == io.EOF {
 			return endStatus()
 		}
 		return err
 	case "wait":
 		<-ctx.Done()
-		p.ended <- ctx.Err()
+		p.report(ctx.Err())
 		return ctx.Err()
 	}
 	for {
 		var in []byte
 		err := ss.RecvMsg(&in)
 		if err == io.EOF {
-			p.ended <- nil
+			p.report(nil)
 			return endStatus()
 		}
 		if err != nil {
-			p.ended <- ctx.Err()
+			p.report(ctx.Err())
 			return err
 		}
 		if err := ss.SendMsg(&in); err != nil {
-			p.ended <- ctx.Err()
+			p.report(ctx.Err())
 			return err
 		}
 	}

@@ -58,8 +58,8 @@ type Server struct {
 }
 
 // NewServer makes a server for routes, keyed by full method path ("/package.Service/Method");
-// a request for any other path gets Unimplemented, as from grpc-go. A bad cfg makes Serve fail
-// naming the setting.
+// a request for any other path gets Unimplemented, as from grpc-go. routes is read, never
+// copied: do not change it afterwards. A bad cfg makes Serve fail naming the setting.
 func NewServer(cfg ServerConfig, routes map[string]Handler) *Server {
 	s := &Server{cfg: cfg, routes: routes}
 	s.idle.L = &s.mu
@@ -99,9 +99,8 @@ func NewServer(cfg ServerConfig, routes map[string]Handler) *Server {
 		},
 		BaseContext: func(net.Listener) context.Context { return s.ctx },
 		ConnState:   s.connState,
-		// net/http logs protocol errors of clients (bad prefaces, ...) to the standard
-		// logger; a client's mistake is not ours to log.
-		ErrorLog: discardLogger,
+		// ErrorLog stays nil: net/http logs a handler's recovered panic and clients'
+		// protocol errors to the standard logger, and a panic must not go unseen.
 	}
 	return s
 }
@@ -126,7 +125,7 @@ func (s *Server) Serve(l net.Listener) error {
 		s.idle.Broadcast()
 		s.mu.Unlock()
 	}()
-	err := s.srv.Serve(l)
+	err := s.srv.Serve(writeBehindListener{l})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -109,8 +109,9 @@ func (s *ServerStream) streamError(err error) error {
 
 // SendMsg sends one whole message and returns only once net/http's HTTP/2 server has written
 // it to the connection: a handler's write waits for its DATA frames to be written
-// (writeDataFromHandler), which waits for the client's flow-control window. data is neither
-// kept nor freed.
+// (writeDataFromHandler), which waits for the client's flow-control window; the connection
+// is a writeBehindConn, which takes at most 64 KiB more than the socket has (as the kernel's
+// socket buffer does). data is neither kept nor freed.
 func (s *ServerStream) SendMsg(data mem.BufferSlice) error {
 	if s.inMsg {
 		return status.Error(codes.Internal, "h2grpc: SendMsg inside a message begun with BeginMsg")

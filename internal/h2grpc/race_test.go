@@ -1,0 +1,5 @@
+//go:build race
+
+package h2grpc
+
+const raceEnabled = true
