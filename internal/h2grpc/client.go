@@ -7,11 +7,12 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -28,17 +29,17 @@ type ClientConfig struct {
 	// error keeps its code, anything else is Unavailable (as grpc-go does with failing per-RPC
 	// credentials).
 	Header func(ctx context.Context) (http.Header, error)
-	// StreamWindow and ConnWindow are the receive flow-control windows (net/http's
-	// HTTP2Config.MaxReceiveBufferPerStream and MaxReceiveBufferPerConnection): at most this
-	// much of a stream's (the connection's) data is buffered unread. 0 chooses 1 MiB and
-	// 4 MiB: enough to keep a TLS connection busy at local round-trip times while bounding
-	// what a stalled reader holds. Valid: StreamWindow 64 KiB..2 GiB-1, ConnWindow
-	// 64 KiB..2 GiB-1 and not below StreamWindow (net/http silently replaces values out of its
-	// range by its defaults of 4 MiB / 1 GiB; we refuse them instead).
+	// StreamWindow and ConnWindow are the receive flow-control windows: at most this much of
+	// a stream's (the connection's) data is buffered unread; the server is granted more once a
+	// quarter of a window has been read (as grpc-go grants). 0 chooses 1 MiB and 4 MiB: enough
+	// to keep a TLS connection busy at local round-trip times while bounding what a stalled
+	// reader holds. Valid: StreamWindow 64 KiB..2 GiB-1, ConnWindow 64 KiB..2 GiB-1 and not
+	// below StreamWindow (RFC 9113 section 6.9.1 caps a window at 2^31-1).
 	StreamWindow, ConnWindow int
-	// KeepaliveTime: after this long without a frame received, the client pings (net/http's
-	// HTTP2Config.SendPingTimeout); KeepaliveTimeout: the connection is closed when the ping is
-	// not answered within it (PingTimeout; 0 there means net/http's 15 s). 0: no pings.
+	// KeepaliveTime: after this long without a frame received, the client pings (as net/http's
+	// HTTP2Config.SendPingTimeout did before this package spoke HTTP/2 itself);
+	// KeepaliveTimeout: the connection is closed when the ping is not answered within it (0
+	// means 15 s, net/http's PingTimeout default). 0: no pings.
 	KeepaliveTime, KeepaliveTimeout time.Duration
 	// MaxRecvMsgBytes bounds a received message: a larger one ends the stream with
 	// ResourceExhausted. 0: 4 MiB, grpc-go's default.
@@ -57,24 +58,24 @@ const (
 )
 
 // Client holds ONE HTTP/2 connection to a gRPC server, made on the first Open and made again
-// by the first Open after it is lost or stops taking streams (GOAWAY); every stream shares it.
+// by the first Open after it is lost (or after the server's GOAWAY); every stream shares it.
 type Client struct {
 	// immutable after NewClient
 	cfg    ClientConfig
-	tr     *http.Transport
+	tls    *tls.Config // nil: plaintext with prior knowledge
 	scheme string
 
-	mu      sync.Mutex         // guards the fields below
-	cc      *http.ClientConn   // current connection; nil before the first dial
-	retired []*http.ClientConn // connections taking no new streams, closed when their last stream ends
-	dialing chan struct{}      // closed when the dial in progress ends; nil when none
+	mu      sync.Mutex    // guards the fields below
+	cc      *clientConn   // current connection; nil before the first dial
+	dialing chan struct{} // closed when the dial in progress ends; nil when none
 	closed  bool
-	wg      sync.WaitGroup // round-trip goroutines; Add only under mu while !closed
+	conns   []*clientConn // every connection not yet waited for (GOAWAY'd ones keep streams)
 }
 
 // NewClient checks cfg; it does not dial.
 func NewClient(cfg ClientConfig) (*Client, error) {
-	if _, _, err := net.SplitHostPort(cfg.Address); err != nil {
+	host, _, err := net.SplitHostPort(cfg.Address)
+	if err != nil {
 		return nil, fmt.Errorf("h2grpc: client address %q: %w", cfg.Address, err)
 	}
 	if cfg.StreamWindow == 0 {
@@ -95,50 +96,17 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.MaxRecvMsgBytes == 0 {
 		cfg.MaxRecvMsgBytes = defaultMaxRecvMsg
 	}
-	tr := &http.Transport{
-		// The request's own Accept-Encoding would make net/http decompress the body behind
-		// our back; gRPC frames are never HTTP-compressed.
-		DisableCompression: true,
-		ForceAttemptHTTP2:  true,
-		HTTP2: &http.HTTP2Config{
-			MaxReceiveBufferPerStream:     cfg.StreamWindow,
-			MaxReceiveBufferPerConnection: cfg.ConnWindow,
-			SendPingTimeout:               cfg.KeepaliveTime,
-			PingTimeout:                   cfg.KeepaliveTimeout,
-		},
-		Protocols: new(http.Protocols),
-	}
-	dial := cfg.Dial
-	if dial == nil {
-		dial = func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", cfg.Address)
-		}
-	}
-	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		c, err := dial(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return newReadBufferedConn(c), nil
-	}
-	scheme := "http"
+	c := &Client{cfg: cfg, scheme: "http"}
 	if cfg.TLS != nil {
-		scheme = "https"
-		tc := cfg.TLS.Clone()
-		tc.NextProtos = []string{"h2"}
-		tr.TLSClientConfig = tc
-		tr.Protocols.SetHTTP2(true)
-		// Our own TLS dial, to refuse a server that negotiates no protocol: net/http would
-		// speak HTTP/1.1 to it (found by TestClientRefusesTLSWithoutALPN, which hung). grpc-go
-		// refuses such a server too (it enforces ALPN since 1.67).
-		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return dialH2TLS(ctx, network, addr, tc)
+		c.scheme = "https"
+		c.tls = cfg.TLS.Clone()
+		c.tls.NextProtos = []string{"h2"}
+		if c.tls.ServerName == "" {
+			// As net/http's transport does: the server name is the address's host.
+			c.tls.ServerName = host
 		}
-	} else {
-		tr.Protocols.SetUnencryptedHTTP2(true)
 	}
-	return &Client{cfg: cfg, tr: tr, scheme: scheme}, nil
+	return c, nil
 }
 
 func checkWindows(stream, conn int) error {
@@ -153,32 +121,19 @@ func checkWindows(stream, conn int) error {
 
 var errClientClosed = status.Error(codes.Canceled, "h2grpc: client is closed")
 
-// conn returns a connection with a stream slot reserved on it (the caller must RoundTrip or
-// Release once), dialling one (once, whatever the number of callers) when there is none or
-// the current one takes no new streams. A connection that takes no new streams because the
-// server sent GOAWAY (Istiod does at its MaxConnectionAge) or because it is at the server's
-// stream limit is retired, not closed: its streams go on, and it is closed once they have
-// all ended.
-func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
+// conn returns the live connection, dialling one (once, whatever the number of callers) when
+// there is none or the last one is lost or going away.
+func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
 			return nil, errClientClosed
 		}
-		c.closeRetiredLocked()
-		if c.cc != nil {
-			if c.cc.Reserve() == nil {
-				cc := c.cc
-				c.mu.Unlock()
-				return cc, nil
-			}
-			if c.cc.Err() != nil {
-				c.cc.Close()
-			} else {
-				c.retired = append(c.retired, c.cc)
-			}
-			c.cc = nil
+		if c.cc != nil && c.cc.usable() {
+			cc := c.cc
+			c.mu.Unlock()
+			return cc, nil
 		}
 		if wait := c.dialing; wait != nil {
 			c.mu.Unlock()
@@ -191,46 +146,49 @@ func (c *Client) conn(ctx context.Context) (*http.ClientConn, error) {
 		}
 		done := make(chan struct{})
 		c.dialing = done
+		c.cc = nil
+		// Connections that have ended are waited for (their goroutines are over or ending).
+		var ended []*clientConn
+		live := c.conns[:0]
+		for _, old := range c.conns {
+			select {
+			case <-old.done:
+				ended = append(ended, old)
+			default:
+				live = append(live, old)
+			}
+		}
+		clear(c.conns[len(live):])
+		c.conns = live
 		c.mu.Unlock()
+		for _, old := range ended {
+			old.wait()
+		}
 
-		cc, err := c.tr.NewClientConn(ctx, c.scheme, c.cfg.Address)
+		cc, err := dialConn(ctx, &c.cfg, c.tls)
 
 		c.mu.Lock()
 		c.dialing = nil
 		close(done)
 		if err == nil && c.closed {
-			cc.Close()
-			cc, err = nil, errClientClosed
+			c.mu.Unlock()
+			cc.close(errClientClosed)
+			cc.wait()
+			return nil, errClientClosed
 		}
 		if err == nil {
 			c.cc = cc
+			c.conns = append(c.conns, cc)
 		}
 		c.mu.Unlock()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}
-			if _, ok := status.FromError(err); ok {
-				return nil, err
-			}
 			return nil, status.Errorf(codes.Unavailable, "h2grpc: connect to %s: %v", c.cfg.Address, err)
 		}
-		// Loop to reserve a slot on it like on any live connection.
+		return cc, nil
 	}
-}
-
-// closeRetiredLocked closes the retired connections that have no stream left.
-func (c *Client) closeRetiredLocked() {
-	kept := c.retired[:0]
-	for _, cc := range c.retired {
-		if cc.InFlight() == 0 || cc.Err() != nil {
-			cc.Close()
-			continue
-		}
-		kept = append(kept, cc)
-	}
-	clear(c.retired[len(kept):])
-	c.retired = kept
 }
 
 // Open starts a stream on path (e.g.
@@ -240,10 +198,10 @@ func (c *Client) closeRetiredLocked() {
 // done or Close is called; the caller must call Close when done with it.
 func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
 	sctx, cancel := context.WithCancel(ctx)
-	hdr := http.Header{
-		"Content-Type": {"application/grpc"},
-		"Te":           {"trailers"},
-		"User-Agent":   {userAgent},
+	fields := [][2]string{
+		{"content-type", "application/grpc"},
+		{"te", "trailers"},
+		{"user-agent", userAgent},
 	}
 	if c.cfg.Header != nil {
 		extra, err := c.cfg.Header(sctx)
@@ -259,7 +217,13 @@ func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
 				cancel()
 				return nil, err
 			}
-			hdr[http.CanonicalHeaderKey(k)] = v
+			name := strings.ToLower(k)
+			// The caller's value of a default field replaces it, as it did in net/http's
+			// request header.
+			fields = slices.DeleteFunc(fields, func(f [2]string) bool { return f[0] == name })
+			for _, val := range v {
+				fields = append(fields, [2]string{name, val})
+			}
 		}
 	}
 	cc, err := c.conn(sctx)
@@ -267,73 +231,50 @@ func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
 		cancel()
 		return nil, err
 	}
-	body := newSendPipe(sctx)
-	req := (&http.Request{
-		Method:     http.MethodPost,
-		URL:        &url.URL{Scheme: c.scheme, Host: c.cfg.Address, Path: path},
-		Host:       c.cfg.Address,
-		Proto:      "HTTP/2.0",
-		ProtoMajor: 2,
-		Header:     hdr,
-		Body:       body,
-		// -1: length unknown, the body streams until CloseSend.
-		ContentLength: -1,
-	}).WithContext(sctx)
-	s := &ClientStream{
-		ctx:    sctx,
-		cancel: cancel,
-		body:   body,
-		max:    c.cfg.MaxRecvMsgBytes,
-		resc:   make(chan roundTripResult, 1),
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		cc.Release()
-		cancel()
-		return nil, errClientClosed
-	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		resp, err := cc.RoundTrip(req)
-		if err != nil {
-			// The transport does not always close the body of a request it refused
-			// (ClientConn.RoundTrip's validation does not): a SendMsg waiting on it must
-			// see the stream is over.
-			body.Close()
+	var h *h2stream
+	for {
+		h, err = cc.open(sctx, c.scheme, path, fields)
+		if err != errGoAwayRefused {
+			break
 		}
-		s.resc <- roundTripResult{resp, err}
-	}()
+		// The connection stopped taking streams before this one started: the next one.
+		if cc, err = c.conn(sctx); err != nil {
+			break
+		}
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &ClientStream{
+		ctx:       sctx,
+		cancel:    cancel,
+		h:         h,
+		max:       c.cfg.MaxRecvMsgBytes,
+		afterDone: make(chan struct{}),
+	}
+	s.stopAfter = context.AfterFunc(sctx, func() {
+		defer close(s.afterDone)
+		h.cc.reset(h, http2.ErrCodeCancel, status.FromContextError(sctx.Err()).Err())
+	})
 	return s, nil
 }
 
-type roundTripResult struct {
-	resp *http.Response
-	err  error
-}
-
-// Close closes the connection, which ends every stream on it with Unavailable, and waits for
-// every goroutine the Client started. Open fails afterwards.
+// Close closes every connection, which ends every stream on them with Unavailable, and waits
+// for every goroutine the Client started. Open fails afterwards.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	cc := c.cc
-	c.cc = nil
-	retired := c.retired
-	c.retired = nil
+	conns := c.conns
+	c.conns, c.cc = nil, nil
 	c.mu.Unlock()
-	var err error
-	if cc != nil {
-		err = cc.Close()
+	for _, cc := range conns {
+		cc.close(status.Error(codes.Unavailable, "h2grpc: client closed"))
 	}
-	for _, r := range retired {
-		r.Close()
+	for _, cc := range conns {
+		cc.wait()
 	}
-	c.wg.Wait()
-	c.tr.CloseIdleConnections()
-	return err
+	return nil
 }
 
 // checkHeaderField refuses metadata HTTP/2 cannot carry (RFC 9113 section 8.2.1: a field
@@ -357,26 +298,4 @@ func checkHeaderField(name string, values []string) error {
 		}
 	}
 	return nil
-}
-
-// dialH2TLS dials TLS with cfg and fails unless the server chose "h2" by ALPN.
-func dialH2TLS(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
-	if cfg.ServerName == "" {
-		cfg = cfg.Clone()
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, err
-		}
-		cfg.ServerName = host
-	}
-	d := tls.Dialer{Config: cfg}
-	conn, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	if p := conn.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != "h2" {
-		conn.Close()
-		return nil, fmt.Errorf("server did not negotiate HTTP/2 by ALPN (got %q)", p)
-	}
-	return conn, nil
 }

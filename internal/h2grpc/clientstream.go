@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
@@ -18,11 +19,12 @@ import (
 // any goroutine, any number of times.
 type ClientStream struct {
 	// immutable after Open
-	ctx    context.Context
-	cancel context.CancelFunc
-	body   *sendPipe
-	max    int
-	resc   chan roundTripResult // the round trip's outcome; buffered 1, received once
+	ctx       context.Context
+	cancel    context.CancelFunc
+	h         *h2stream
+	max       int
+	stopAfter func() bool   // stops the reset on ctx's end
+	afterDone chan struct{} // closed once that reset has run
 
 	// send side: owned by the sending goroutine
 	shdr       [prefixLen]byte
@@ -30,14 +32,12 @@ type ClientStream struct {
 	sendClosed bool
 
 	// receive side: owned by the receiving goroutine
-	resp    *http.Response
+	gotResp bool
 	rhdr    [prefixLen]byte
 	left    int   // bytes of the current message not read yet
 	recvErr error // sticky once the stream has ended for the receiver
 
-	closeMu  sync.Mutex // guards respBody and closed
-	respBody io.Closer
-	closed   bool
+	closeOnce sync.Once
 }
 
 // SendMsg sends one message: the 5-byte prefix (uncompressed) and data. It returns once the
@@ -58,7 +58,7 @@ func (s *ClientStream) SendMsg(data mem.BufferSlice) error {
 			s.pieces = append(s.pieces, d)
 		}
 	}
-	ok := s.body.send(s.pieces)
+	ok := s.h.send(s.pieces, false)
 	clear(s.pieces) // keep no reference to the caller's buffers
 	if !ok {
 		return io.EOF
@@ -68,10 +68,17 @@ func (s *ClientStream) SendMsg(data mem.BufferSlice) error {
 
 // CloseSend half-closes the stream (END_STREAM after the last message sent).
 func (s *ClientStream) CloseSend() error {
-	s.sendClosed = true
-	s.body.closeSend()
+	if !s.sendClosed {
+		s.sendClosed = true
+		s.h.send(nil, true)
+	}
 	return nil
 }
+
+// body reads the response's DATA (the stream's byte stream of messages).
+type streamBody ClientStream
+
+func (b *streamBody) Read(p []byte) (int, error) { return b.h.read(b.ctx, p) }
 
 // RecvMsgHeader waits for the next message and returns its length; its body is then read with
 // Read. What was left unread of the previous message is skipped. At the stream's end it returns
@@ -82,18 +89,20 @@ func (s *ClientStream) RecvMsgHeader() (int, error) {
 	if s.recvErr != nil {
 		return 0, s.recvErr
 	}
-	if s.resp == nil {
+	if !s.gotResp {
 		if err := s.awaitResponse(); err != nil {
 			return 0, s.fail(err)
 		}
 	}
-	if s.left > 0 {
-		if _, err := io.CopyN(io.Discard, s.resp.Body, int64(s.left)); err != nil {
+	for s.left > 0 {
+		n, err := s.h.discard(s.ctx, s.left)
+		s.left -= n
+		if err != nil {
 			return 0, s.fail(s.bodyError(err))
 		}
-		s.left = 0
 	}
-	n, err := readPrefix(s.resp.Body, &s.rhdr, s.max)
+	body := (*streamBody)(s)
+	n, err := readPrefix(body, &s.rhdr, s.max)
 	switch {
 	case err == nil:
 		s.left = n
@@ -101,9 +110,6 @@ func (s *ClientStream) RecvMsgHeader() (int, error) {
 	case err == io.EOF:
 		return 0, s.fail(s.endStatus())
 	default:
-		if _, ok := status.FromError(err); !ok || s.ctx.Err() != nil {
-			err = transportError(s.ctx, err)
-		}
 		return 0, s.fail(err)
 	}
 }
@@ -120,7 +126,7 @@ func (s *ClientStream) Read(p []byte) (int, error) {
 	if len(p) > s.left {
 		p = p[:s.left]
 	}
-	n, err := s.resp.Body.Read(p)
+	n, err := s.h.read(s.ctx, p)
 	s.left -= n
 	if err != nil && s.left > 0 {
 		return n, s.fail(s.bodyError(err))
@@ -134,71 +140,53 @@ func (s *ClientStream) Read(p []byte) (int, error) {
 // bodyError says why the body ended inside a message.
 func (s *ClientStream) bodyError(err error) error {
 	if err == io.EOF {
-		if st, ok := statusFromHeader(s.resp.Trailer); ok && st.Code() != codes.OK {
+		_, _, trailer := s.h.response()
+		if st, ok := statusFromHeader(trailer); ok && st.Code() != codes.OK {
 			return st.Err()
 		}
 		return status.Error(codes.Internal, "h2grpc: server ended the stream inside a message")
 	}
-	return transportError(s.ctx, err)
+	return err
 }
 
 // Close abandons the stream: it is reset unless already over. Idempotent.
 func (s *ClientStream) Close() {
-	s.cancel()
-	s.body.Close()
-	s.closeMu.Lock()
-	s.closed = true
-	b := s.respBody
-	s.respBody = nil
-	s.closeMu.Unlock()
-	if b != nil {
-		b.Close()
-	}
+	s.closeOnce.Do(func() {
+		if s.stopAfter() {
+			s.h.cc.reset(s.h, http2.ErrCodeCancel, status.Error(codes.Canceled, "h2grpc: stream closed"))
+		} else {
+			<-s.afterDone
+		}
+		s.cancel()
+	})
 }
 
-// fail records the stream's end for the receiver and cancels the stream.
+// fail records the stream's end for the receiver and resets the stream unless it is over.
 func (s *ClientStream) fail(err error) error {
 	s.recvErr = err
 	s.left = 0
-	s.cancel()
-	s.body.Close() // a SendMsg waiting for the transport returns io.EOF
-	if s.resp != nil {
-		// Closing a response body that has not ended resets the stream (CANCEL).
-		s.resp.Body.Close()
-	}
+	s.h.cc.reset(s.h, http2.ErrCodeCancel, err)
 	return err
 }
 
-// awaitResponse waits for the round trip's response headers and checks them the way
-// grpc-go's client does (internal/transport/http2_client.go operateHeaders): a gRPC
-// content-type makes the stream gRPC whatever the HTTP status; otherwise the HTTP status maps
-// to a code and the message names the status and the content-type.
+// awaitResponse waits for the response headers and checks them the way grpc-go's client does
+// (internal/transport/http2_client.go operateHeaders): a gRPC content-type makes the stream
+// gRPC whatever the HTTP status; otherwise the HTTP status maps to a code and the message
+// names the status and the content-type.
 func (s *ClientStream) awaitResponse() error {
-	r := <-s.resc
-	if r.err != nil {
-		return transportError(s.ctx, r.err)
+	if err := s.h.awaitHeaders(s.ctx); err != nil {
+		return err
 	}
-	resp := r.resp
-	s.closeMu.Lock()
-	closed := s.closed
-	if !closed {
-		s.respBody = resp.Body
-	}
-	s.closeMu.Unlock()
-	if closed {
-		resp.Body.Close()
-		return status.FromContextError(context.Canceled).Err()
-	}
-	s.resp = resp
-	if ct := resp.Header.Get("Content-Type"); !isGRPCContentType(ct) {
-		code := httpStatusCode(resp.StatusCode)
-		msg := fmt.Sprintf("unexpected HTTP status code received from server: %d (%s)", resp.StatusCode, http.StatusText(resp.StatusCode))
+	s.gotResp = true
+	code, header, _ := s.h.response()
+	if ct := header.Get("Content-Type"); !isGRPCContentType(ct) {
+		msg := fmt.Sprintf("unexpected HTTP status code received from server: %d (%s)", code, http.StatusText(code))
 		if ct == "" {
 			msg += "; malformed header: missing HTTP content-type"
 		} else {
 			msg += fmt.Sprintf("; transport: received unexpected content-type %q", ct)
 		}
-		return status.Error(code, msg)
+		return status.Error(httpStatusCode(code), msg)
 	}
 	return nil
 }
@@ -206,12 +194,13 @@ func (s *ClientStream) awaitResponse() error {
 // endStatus is the stream's status once the body ended cleanly between messages: from the
 // trailers, or from the headers of a trailers-only response.
 func (s *ClientStream) endStatus() error {
-	st, ok := statusFromHeader(s.resp.Trailer)
+	_, header, trailer := s.h.response()
+	st, ok := statusFromHeader(trailer)
 	if !ok {
-		st, ok = statusFromHeader(s.resp.Header)
+		st, ok = statusFromHeader(header)
 	}
 	if !ok {
-		if len(s.resp.Trailer) == 0 {
+		if len(trailer) == 0 {
 			return status.Error(codes.Internal, "server closed the stream without sending trailers")
 		}
 		return status.Error(codes.Unknown, "h2grpc: trailers without grpc-status")
