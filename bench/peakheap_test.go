@@ -77,7 +77,10 @@ func runChild(spec string) int {
 }
 
 // TestGatePeakHeap10MB runs the proxy alone in a child process and pushes a 10 MB response
-// through it five times: its live heap must stay within 1.5x the message + 2 MB.
+// through it five times. Issue 16's target for cut-through forwarding is at most 2 MiB above idle
+// while it passes. Measured 1.75-1.92 MiB above idle; the gate fails at 2.3 MiB, 1.2x the most
+// measured, so a 25% regression fails (before cut-through the proxy held the whole message:
+// 12.3 MB peak).
 func TestGatePeakHeap10MB(t *testing.T) {
 	if raceEnabled {
 		t.Skip("heap gates run without the race detector (make gate)")
@@ -118,10 +121,11 @@ func TestGatePeakHeap10MB(t *testing.T) {
 	if _, err := fmt.Sscan(out.String(), &idle, &peak); err != nil {
 		t.Fatalf("child output %q: %v", out.String(), err)
 	}
-	limit := uint64(len(resp))*3/2 + 2<<20
-	t.Logf("10 MB push: proxy heap idle %.1f MB, peak %.1f MB (limit %.1f MB, message %.1f MB)",
-		float64(idle)/(1<<20), float64(peak)/(1<<20), float64(limit)/(1<<20), float64(len(resp))/(1<<20))
-	if peak > limit {
-		t.Fatalf("peak heap %d bytes exceeds 1.5x message + 2 MB = %d", peak, limit)
+	const target, limit = 2 << 20, 23 << 20 / 10 // 2 MiB; fails above 2.3 MiB
+	above := int64(peak) - int64(idle)
+	t.Logf("10 MB push: proxy heap idle %.2f MiB, peak %.2f MiB: %.2f MiB above idle (target %.1f MiB, fails above %.1f MiB; message %.1f MiB)",
+		float64(idle)/(1<<20), float64(peak)/(1<<20), float64(above)/(1<<20), float64(target)/(1<<20), float64(limit)/(1<<20), float64(len(resp))/(1<<20))
+	if above > limit {
+		t.Fatalf("peak heap %d bytes above idle during a 10 MB push, more than %d", above, limit)
 	}
 }

@@ -39,7 +39,7 @@ const pieceBytes = 32 << 10
 // before the client counts as stalled, and lagBudget the most the reader waits in one message
 // (see stream).
 const (
-	lagBytes  = 512 << 10
+	lagBytes  = 256 << 10
 	lagStall  = 250 * time.Millisecond
 	lagBudget = 750 * time.Millisecond
 )
