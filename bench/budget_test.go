@@ -1,9 +1,6 @@
 package bench
 
-import (
-	"runtime"
-	"testing"
-)
+import "testing"
 
 // Allocation budgets per forwarded push (issue 16, item 6): a regression of 20% or more in
 // allocations fails, so a 25% one surely does; any extra copy of a message fails on bytes. The
@@ -21,30 +18,18 @@ var allocBudgets = []struct {
 
 const regressionTolerance = 1.2
 
-// allocsPerPush returns the least allocations and bytes allocated per push over five rounds:
-// process-wide counts move a little with GC timing (sync.Pool refills after a collection).
+// allocsPerPush returns the proxy's own allocations and bytes allocated per push, counted in a
+// child process that runs nothing else, over n pushes after a warm-up push.
 func allocsPerPush(t *testing.T, resp []byte, n int) (allocs, bytes float64) {
-	c := newClient(t, startWingman(t, pingPong(t, resp)))
+	child := startChild(t, resp)
+	c := newClient(t, child.sock)
 	c.push(t)
-	allocs, bytes = -1, -1
-	for range 5 {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for range n {
-			c.push(t)
-		}
-		runtime.ReadMemStats(&after)
-		a := float64(after.Mallocs-before.Mallocs) / float64(n)
-		b := float64(after.TotalAlloc-before.TotalAlloc) / float64(n)
-		if allocs < 0 || a < allocs {
-			allocs = a
-		}
-		if bytes < 0 || b < bytes {
-			bytes = b
-		}
+	child.mark(t)
+	for range n {
+		c.push(t)
 	}
-	return allocs, bytes
+	_, _, m, b := child.report(t)
+	return float64(m) / float64(n), float64(b) / float64(n)
 }
 
 func TestGateAllocBudget(t *testing.T) {

@@ -32,12 +32,12 @@ func TestGateAllocsFlatInResources(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation gates run without the race detector (make gate)")
 	}
-	// Process-wide counts move a little with GC timing (sync.Pool refills after a collection), so
-	// take the least of three rounds; growth per resource would add thousands.
+	// The proxy's own counts, in a child process; the least of three rounds (sync.Pool refills
+	// after a collection move them a little). Growth per resource would add thousands.
 	least := func(n int) float64 {
 		best := -1.0
 		for range 3 {
-			if _, a := measure(t, startWingman, response(t, 1<<20, n), 50); best < 0 || a < best {
+			if a, _ := allocsPerPush(t, response(t, 1<<20, n), 50); best < 0 || a < best {
 				best = a
 			}
 		}
