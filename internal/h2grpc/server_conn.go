@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math"
@@ -69,6 +70,7 @@ type serverConn struct {
 	connRecv    int64  // bytes the peer may still send on the connection
 	connUnacked int64  // bytes received and not yet granted back
 	goingAway   bool   // the peer sent GOAWAY
+	wuBuf       [4]byte
 
 	handlers  sync.WaitGroup // handler goroutines
 	keepalive sync.WaitGroup // the pinging goroutine
@@ -128,7 +130,18 @@ func (sc *serverConn) serve() {
 		go sc.ping()
 	}
 	for first := true; ; first = false {
-		f, err := sc.fr.ReadFrame()
+		fh, err := sc.fr.ReadFrameHeader()
+		var f http2.Frame
+		switch {
+		case err != nil:
+		case first && fh.Type != http2.FrameSettings:
+			sc.goAway(http2.ErrCodeProtocol) // RFC 9113 section 3.4: SETTINGS comes first
+			return
+		case fh.Type == http2.FrameWindowUpdate:
+			err = sc.readWindowUpdate(fh)
+		default:
+			f, err = sc.fr.ReadFrameForHeader(fh)
+		}
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
@@ -142,15 +155,37 @@ func (sc *serverConn) serve() {
 			return
 		}
 		sc.activity.Store(true)
-		if _, ok := f.(*http2.SettingsFrame); first && !ok {
-			sc.goAway(http2.ErrCodeProtocol) // RFC 9113 section 3.4: SETTINGS comes first
-			return
+		if f == nil {
+			continue
 		}
 		if code, ok := sc.handle(f); !ok {
 			sc.goAway(code)
 			return
 		}
 	}
+}
+
+// readWindowUpdate reads and applies a WINDOW_UPDATE frame's payload itself: x/net's Framer
+// allocates every WINDOW_UPDATE frame it parses (it reuses only DATA frames), and a peer
+// sends one per quarter window. Errors as RFC 9113 section 6.9 says, as the Framer would.
+func (sc *serverConn) readWindowUpdate(fh http2.FrameHeader) error {
+	if fh.Length != 4 {
+		return http2.ConnectionError(http2.ErrCodeFrameSize)
+	}
+	if _, err := io.ReadFull(sc.br, sc.wuBuf[:]); err != nil {
+		return err
+	}
+	inc := binary.BigEndian.Uint32(sc.wuBuf[:]) & 0x7fffffff
+	if inc == 0 {
+		if fh.StreamID == 0 {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		return http2.StreamError{StreamID: fh.StreamID, Code: http2.ErrCodeProtocol}
+	}
+	if code, ok := sc.onWindowUpdate(fh.StreamID, inc); !ok {
+		return http2.ConnectionError(code)
+	}
+	return nil
 }
 
 // shutdown ends the connection: closes it, ends every stream, waits for the handlers.
@@ -188,8 +223,8 @@ func (sc *serverConn) handle(f http2.Frame) (http2.ErrCode, bool) {
 		return sc.onData(f)
 	case *http2.MetaHeadersFrame:
 		return sc.onHeaders(f)
-	case *http2.WindowUpdateFrame:
-		return sc.onWindowUpdate(f)
+	case *http2.WindowUpdateFrame: // read by readWindowUpdate; kept for completeness
+		return sc.onWindowUpdate(f.StreamID, f.Increment)
 	case *http2.SettingsFrame:
 		if f.IsAck() {
 			return 0, true
@@ -287,11 +322,11 @@ func (sc *serverConn) onData(f *http2.DataFrame) (http2.ErrCode, bool) {
 	return 0, true
 }
 
-func (sc *serverConn) onWindowUpdate(f *http2.WindowUpdateFrame) (http2.ErrCode, bool) {
-	inc := int64(f.Increment)
+func (sc *serverConn) onWindowUpdate(id, increment uint32) (http2.ErrCode, bool) {
+	inc := int64(increment)
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if f.StreamID == 0 {
+	if id == 0 {
 		if sc.connSend+inc > math.MaxInt32 {
 			return http2.ErrCodeFlowControl, false // section 6.9.1
 		}
@@ -299,13 +334,13 @@ func (sc *serverConn) onWindowUpdate(f *http2.WindowUpdateFrame) (http2.ErrCode,
 		sc.cond.Broadcast()
 		return 0, true
 	}
-	s := sc.streams[f.StreamID]
+	s := sc.streams[id]
 	if s == nil {
 		return 0, true
 	}
 	if s.sendWin+inc > math.MaxInt32 {
 		sc.mu.Unlock()
-		sc.streamFailed(f.StreamID, http2.ErrCodeFlowControl)
+		sc.streamFailed(id, http2.ErrCodeFlowControl)
 		sc.mu.Lock()
 		return 0, true
 	}

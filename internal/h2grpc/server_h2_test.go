@@ -17,14 +17,14 @@ import (
 // would not and see every frame the server sends. Reads have a deadline only as a failsafe:
 // the tests wait for frames, not for time.
 type rawClient struct {
-	t    *testing.T
+	t    testing.TB
 	nc   net.Conn
 	fr   *http2.Framer
 	hbuf bytes.Buffer
 	enc  *hpack.Encoder
 }
 
-func dialRaw(t *testing.T, path string, preface bool, settings ...http2.Setting) *rawClient {
+func dialRaw(t testing.TB, path string, preface bool, settings ...http2.Setting) *rawClient {
 	t.Helper()
 	nc, err := net.Dial("unix", path)
 	if err != nil {
@@ -184,6 +184,18 @@ func TestServerWindowOverflowIsAnError(t *testing.T) {
 	c.fr.WriteWindowUpdate(0, 1<<31-1)
 	if ga := c.waitClosed(); ga == nil || ga.ErrCode != http2.ErrCodeFlowControl {
 		t.Fatalf("GOAWAY %+v, want FLOW_CONTROL_ERROR", ga)
+	}
+}
+
+func TestServerBadWindowUpdates(t *testing.T) {
+	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+	c := dialRaw(t, path, true)
+	c.open(1, false)
+	c.fr.WriteRawFrame(http2.FrameWindowUpdate, 0, 1, []byte{0, 0, 0, 0}) // increment 0 on a stream
+	c.next("RST_STREAM PROTOCOL_ERROR", isRST(1, http2.ErrCodeProtocol))
+	c.fr.WriteRawFrame(http2.FrameWindowUpdate, 0, 0, []byte{0, 0, 1}) // 3 bytes long
+	if ga := c.waitClosed(); ga == nil || ga.ErrCode != http2.ErrCodeFrameSize {
+		t.Fatalf("GOAWAY %+v, want FRAME_SIZE_ERROR", ga)
 	}
 }
 
