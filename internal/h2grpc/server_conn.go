@@ -149,8 +149,11 @@ func (sc *serverConn) serve() {
 				continue
 			}
 			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
+			switch {
+			case errors.As(err, &ce):
 				sc.goAway(http2.ErrCode(ce))
+			case errors.Is(err, http2.ErrFrameTooLarge):
+				sc.goAway(http2.ErrCodeFrameSize) // over our SETTINGS_MAX_FRAME_SIZE (section 4.2)
 			}
 			return
 		}

@@ -199,6 +199,16 @@ func TestServerBadWindowUpdates(t *testing.T) {
 	}
 }
 
+func TestServerFrameTooLarge(t *testing.T) {
+	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+	c := dialRaw(t, path, true)
+	c.open(1, false)
+	c.fr.WriteData(1, false, make([]byte, maxFrameDefault+1)) // we never raised MAX_FRAME_SIZE
+	if ga := c.waitClosed(); ga == nil || ga.ErrCode != http2.ErrCodeFrameSize {
+		t.Fatalf("GOAWAY %+v, want FRAME_SIZE_ERROR", ga)
+	}
+}
+
 // TestServerHonoursPeerWindow: with the client's INITIAL_WINDOW_SIZE at 0 no DATA comes; a
 // WINDOW_UPDATE lets exactly that much through, and no more comes until the next one (a PING
 // answered after that shows the server had the time to send more, and did not).
