@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
 
@@ -139,6 +140,8 @@ func (sc *serverConn) serve() {
 			return
 		case fh.Type == http2.FrameWindowUpdate:
 			err = sc.readWindowUpdate(fh)
+		case fh.Type == http2.FrameData:
+			err = sc.readData(fh)
 		default:
 			f, err = sc.fr.ReadFrameForHeader(fh)
 		}
@@ -222,8 +225,6 @@ func (sc *serverConn) goAway(code http2.ErrCode) {
 // handle acts on one frame; a connection error returns its code and false.
 func (sc *serverConn) handle(f http2.Frame) (http2.ErrCode, bool) {
 	switch f := f.(type) {
-	case *http2.DataFrame:
-		return sc.onData(f)
 	case *http2.MetaHeadersFrame:
 		return sc.onHeaders(f)
 	case *http2.WindowUpdateFrame: // read by readWindowUpdate; kept for completeness
@@ -291,11 +292,29 @@ func (sc *serverConn) endStream(id uint32) {
 	}
 }
 
-func (sc *serverConn) onData(f *http2.DataFrame) (http2.ErrCode, bool) {
-	id, flen := f.StreamID, int64(f.Length)
+// readData reads a DATA frame's payload itself, straight from the connection's read buffer
+// into a pooled buffer the stream's reader takes: one copy (x/net's Framer would first copy
+// it into its own frame buffer). Padding is checked and skipped, and counts in flow control.
+func (sc *serverConn) readData(fh http2.FrameHeader) error {
+	id, flen := fh.StreamID, int64(fh.Length)
+	if id == 0 {
+		return http2.ConnectionError(http2.ErrCodeProtocol) // section 6.1
+	}
+	size, pad := int(fh.Length), 0
+	if fh.Flags.Has(http2.FlagDataPadded) {
+		b, err := sc.br.ReadByte()
+		if err != nil {
+			return err
+		}
+		pad = int(b)
+		if size == 0 || pad >= size {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // section 6.1: padding too long
+		}
+		size -= 1 + pad
+	}
 	// Section 6.9: the connection's window counts every DATA frame, for any stream.
 	if flen > sc.connRecv {
-		return http2.ErrCodeFlowControl, false
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
 	}
 	sc.connRecv -= flen
 	sc.connUnacked += flen
@@ -305,24 +324,41 @@ func (sc *serverConn) onData(f *http2.DataFrame) (http2.ErrCode, bool) {
 		sc.connUnacked = 0
 	}
 	s := sc.stream(id)
-	if s == nil {
-		if id > sc.lastStream {
-			return http2.ErrCodeProtocol, false // DATA on an idle stream (section 5.1)
+	var failed http2.ErrCode
+	take := false
+	switch {
+	case s == nil && id > sc.lastStream:
+		return http2.ConnectionError(http2.ErrCodeProtocol) // DATA on an idle stream (section 5.1)
+	case s == nil:
+		// A stream we ended: its frames may still be in flight.
+	case s.rb.ended():
+		failed = http2.ErrCodeStreamClosed // DATA after END_STREAM (section 5.1)
+	default:
+		var ok bool
+		if take, ok = s.rb.reserve(flen, size); !ok {
+			failed = http2.ErrCodeFlowControl
 		}
-		return 0, true // a stream we ended: its frames may still be in flight
 	}
-	if s.rb.ended() {
-		sc.streamFailed(id, http2.ErrCodeStreamClosed) // DATA after END_STREAM (section 5.1)
-		return 0, true
+	if take {
+		bp := mem.DefaultBufferPool().Get(size)
+		if _, err := io.ReadFull(sc.br, *bp); err != nil {
+			mem.DefaultBufferPool().Put(bp)
+			return err
+		}
+		s.rb.add(bp)
+	} else if _, err := sc.br.Discard(size); err != nil {
+		return err
 	}
-	if !s.rb.put(f.Data(), int(flen)) {
-		sc.streamFailed(id, http2.ErrCodeFlowControl)
-		return 0, true
+	if _, err := sc.br.Discard(pad); err != nil {
+		return err
 	}
-	if f.StreamEnded() {
+	switch {
+	case failed != 0:
+		sc.streamFailed(id, failed)
+	case s != nil && fh.Flags.Has(http2.FlagDataEndStream):
 		s.rb.end()
 	}
-	return 0, true
+	return nil
 }
 
 func (sc *serverConn) onWindowUpdate(id, increment uint32) (http2.ErrCode, bool) {

@@ -33,25 +33,32 @@ func (rb *recvBuffer) init(sc *serverConn, id uint32, window int) {
 	rb.cond.L = &rb.mu
 }
 
-// put takes a DATA frame's payload (flen: the frame's flow-controlled length, padding
-// included). false when the frame exceeds the stream's window (the caller resets the stream
-// with FLOW_CONTROL_ERROR). Data for a stream that has ended is dropped.
-func (rb *recvBuffer) put(data []byte, flen int) bool {
+// reserve counts a DATA frame against the stream's window (flen: its flow-controlled length,
+// padding included; size: its data). ok is false when the frame exceeds the window (the
+// caller resets the stream with FLOW_CONTROL_ERROR); take is false when the data is to be
+// dropped (nothing to keep, or the stream has ended for its handler).
+func (rb *recvBuffer) reserve(flen int64, size int) (take, ok bool) {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	if int64(flen) > rb.win {
-		return false
+	if flen > rb.win {
+		return false, false
 	}
-	rb.win -= int64(flen)
-	rb.unacked += int64(flen - len(data)) // padding counts as read at once
-	if rb.err != nil || rb.eof || len(data) == 0 {
-		return true
+	rb.win -= flen
+	rb.unacked += flen - int64(size) // padding counts as read at once
+	return size > 0 && rb.err == nil && !rb.eof, true
+}
+
+// add queues a pooled buffer of data (reserved first) for the reader, which puts it back to
+// the pool; dropped when the stream ended meanwhile.
+func (rb *recvBuffer) add(bp *[]byte) {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if rb.err != nil {
+		mem.DefaultBufferPool().Put(bp)
+		return
 	}
-	bp := mem.DefaultBufferPool().Get(len(data))
-	copy(*bp, data)
 	rb.chunks = append(rb.chunks, bp)
 	rb.cond.Signal()
-	return true
 }
 
 // end records END_STREAM: Read returns io.EOF once the data is read.
