@@ -257,6 +257,48 @@ func TestServerHonoursPeerWindow(t *testing.T) {
 	}
 }
 
+// TestServerNegativeWindow: a smaller INITIAL_WINDOW_SIZE mid-stream makes the send window
+// negative (RFC 9113 section 6.9.2); DATA resumes only once updates bring it above zero.
+func TestServerNegativeWindow(t *testing.T) {
+	msg := pattern(100<<10, 4)
+	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: func(ss *ServerStream) error {
+		return ss.SendMsg(mem.BufferSlice{mem.SliceBuffer(msg)})
+	}})
+	c := dialRaw(t, path, true, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 64 << 10})
+	c.fr.WriteWindowUpdate(0, 1<<20)
+	c.open(1, true)
+	got := 0
+	count := func(f http2.Frame) {
+		if d, ok := f.(*http2.DataFrame); ok {
+			got += len(d.Data())
+		}
+	}
+	c.next("the first 64 KiB", func(f http2.Frame) bool { count(f); return got >= 64<<10 })
+	// Window 0 now; 16 KiB initial makes it -48 KiB, and 48 KiB of updates bring it to 0.
+	c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 16 << 10})
+	c.fr.WriteWindowUpdate(1, 48<<10)
+	c.fr.WritePing(false, [8]byte{3})
+	c.next("PING ack", func(f http2.Frame) bool {
+		count(f)
+		p, ok := f.(*http2.PingFrame)
+		return ok && p.IsAck()
+	})
+	if got != 64<<10 {
+		t.Fatalf("%d bytes of DATA, want 64 KiB while the window is at or below 0", got)
+	}
+	c.fr.WriteWindowUpdate(1, 10)
+	c.next("10 more bytes", func(f http2.Frame) bool { count(f); return got >= 64<<10+10 })
+	c.fr.WritePing(false, [8]byte{4})
+	c.next("PING ack", func(f http2.Frame) bool {
+		count(f)
+		p, ok := f.(*http2.PingFrame)
+		return ok && p.IsAck()
+	})
+	if got != 64<<10+10 {
+		t.Fatalf("%d bytes of DATA, want 64 KiB + 10", got)
+	}
+}
+
 func TestServerKeepaliveClosesSilentClient(t *testing.T) {
 	_, path := startServer(t, ServerConfig{KeepaliveTime: 20 * time.Millisecond, KeepaliveTimeout: 50 * time.Millisecond}, map[string]Handler{testMethod: echoHandler})
 	c := dialRaw(t, path, true)
