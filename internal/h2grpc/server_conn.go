@@ -571,8 +571,7 @@ func (sc *serverConn) reserve(s *ServerStream, want int) (int, error) {
 		case s.ctx.Err() != nil:
 			return 0, s.ctx.Err()
 		case s.sendWin > 0 && sc.connSend > 0:
-			n := int64(want)
-			n = min(n, s.sendWin, sc.connSend)
+			n := min(int64(want), s.sendWin, sc.connSend, maxSendBatch)
 			s.sendWin -= n
 			sc.connSend -= n
 			return int(n), nil
@@ -580,6 +579,12 @@ func (sc *serverConn) reserve(s *ServerStream, want int) (int, error) {
 		sc.cond.Wait()
 	}
 }
+
+// maxSendBatch bounds what one sender writes under the connection's writer at a time: with a
+// peer's window as large as Envoy's (256 MiB by default) a whole large message could go in one
+// hold, keeping other streams and the reader's control frames (PING and SETTINGS acks,
+// WINDOW_UPDATE) waiting for all of it to reach the socket.
+const maxSendBatch = 256 << 10
 
 // wake makes goroutines waiting in reserve look again (a stream's context ended).
 func (sc *serverConn) wake() {
