@@ -131,7 +131,7 @@ func (c *rawConn) respond(id uint32, msg []byte, code codes.Code) {
 	c.writeHeaders(id, true, "grpc-status", string(rune('0'+int(code))))
 }
 
-func rawClient(t *testing.T, p *rawPeer, cfg ClientConfig) *Client {
+func clientOfRawPeer(t *testing.T, p *rawPeer, cfg ClientConfig) *Client {
 	t.Helper()
 	cfg.Address = p.lis.Addr().String()
 	c, err := NewClient(cfg)
@@ -156,7 +156,7 @@ func recvOne(s *ClientStream) ([]byte, error) {
 // first stream is over (RFC 9113 section 5.1.2), then takes the next odd ID.
 func TestClientWaitsForStreamSlot(t *testing.T) {
 	p := startRawPeer(t, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 1})
-	c := rawClient(t, p, ClientConfig{})
+	c := clientOfRawPeer(t, p, ClientConfig{})
 	s1, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestClientWaitsForStreamSlot(t *testing.T) {
 // below it finish, and the next Open dials a new connection.
 func TestClientGoAwayLastStreamID(t *testing.T) {
 	p := startRawPeer(t)
-	c := rawClient(t, p, ClientConfig{})
+	c := clientOfRawPeer(t, p, ClientConfig{})
 	s1, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestClientGoAwayLastStreamID(t *testing.T) {
 // TestClientResetCodes: RST_STREAM maps to grpc codes as grpc-go's http2ErrConvTab does.
 func TestClientResetCodes(t *testing.T) {
 	p := startRawPeer(t)
-	c := rawClient(t, p, ClientConfig{})
+	c := clientOfRawPeer(t, p, ClientConfig{})
 	var rc *rawConn
 	for _, tc := range []struct {
 		code http2.ErrCode
@@ -281,7 +281,7 @@ func TestClientResetCodes(t *testing.T) {
 // with FLOW_CONTROL_ERROR (RFC 9113 section 6.9) and leaves the connection up.
 func TestClientStreamFlowControlViolation(t *testing.T) {
 	p := startRawPeer(t)
-	c := rawClient(t, p, ClientConfig{StreamWindow: 64 << 10, ConnWindow: 1 << 20})
+	c := clientOfRawPeer(t, p, ClientConfig{StreamWindow: 64 << 10, ConnWindow: 1 << 20})
 	s, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -323,7 +323,7 @@ func TestClientStreamFlowControlViolation(t *testing.T) {
 // error: GOAWAY(FLOW_CONTROL_ERROR), and the stream fails.
 func TestClientConnFlowControlViolation(t *testing.T) {
 	p := startRawPeer(t)
-	c := rawClient(t, p, ClientConfig{StreamWindow: 64 << 10, ConnWindow: 64 << 10})
+	c := clientOfRawPeer(t, p, ClientConfig{StreamWindow: 64 << 10, ConnWindow: 64 << 10})
 	s1, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +374,7 @@ func TestClientConnFlowControlViolation(t *testing.T) {
 // quarter window consumed, as grpc-go grants), not one per read.
 func TestClientWindowUpdatesBatched(t *testing.T) {
 	p := startRawPeer(t)
-	c := rawClient(t, p, ClientConfig{MaxRecvMsgBytes: 4 << 20})
+	c := clientOfRawPeer(t, p, ClientConfig{MaxRecvMsgBytes: 4 << 20})
 	s, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -436,7 +436,7 @@ func TestClientWindowUpdatesBatched(t *testing.T) {
 // after KeepaliveTime+KeepaliveTimeout; the stream fails Unavailable.
 func TestClientKeepaliveUnanswered(t *testing.T) {
 	p := startRawPeer(t)
-	c := rawClient(t, p, ClientConfig{KeepaliveTime: 20 * time.Millisecond, KeepaliveTimeout: 50 * time.Millisecond})
+	c := clientOfRawPeer(t, p, ClientConfig{KeepaliveTime: 20 * time.Millisecond, KeepaliveTimeout: 50 * time.Millisecond})
 	s, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -456,7 +456,7 @@ func TestClientKeepaliveUnanswered(t *testing.T) {
 // TestClientAnswersPing: a PING from the server is acknowledged with its data.
 func TestClientAnswersPing(t *testing.T) {
 	p := startRawPeer(t)
-	c := rawClient(t, p, ClientConfig{})
+	c := clientOfRawPeer(t, p, ClientConfig{})
 	s, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -477,7 +477,7 @@ func TestClientAnswersPing(t *testing.T) {
 // connection error.
 func TestClientMalformedHeadersResetStream(t *testing.T) {
 	p := startRawPeer(t)
-	c := rawClient(t, p, ClientConfig{})
+	c := clientOfRawPeer(t, p, ClientConfig{})
 	s, err := c.Open(context.Background(), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -505,7 +505,7 @@ func TestClientMalformedHeadersResetStream(t *testing.T) {
 // across DATA frames, and the skipped bytes are granted back like read ones.
 func TestClientSkipsUnreadRest(t *testing.T) {
 	p := startRawPeer(t)
-	c := rawClient(t, p, ClientConfig{StreamWindow: 64 << 10, ConnWindow: 64 << 10})
+	c := clientOfRawPeer(t, p, ClientConfig{StreamWindow: 64 << 10, ConnWindow: 64 << 10})
 	s, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -556,7 +556,7 @@ func TestClientSkipsUnreadRest(t *testing.T) {
 // MAX_FRAME_SIZE (16384 by default).
 func TestClientSendFlowControl(t *testing.T) {
 	p := startRawPeer(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
-	c := rawClient(t, p, ClientConfig{})
+	c := clientOfRawPeer(t, p, ClientConfig{})
 	s, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -620,7 +620,7 @@ func TestClientSendFlowControl(t *testing.T) {
 // idle-time pings the stream still gets its response.
 func TestClientKeepaliveAnswered(t *testing.T) {
 	p := startRawPeer(t)
-	c := rawClient(t, p, ClientConfig{KeepaliveTime: 10 * time.Millisecond, KeepaliveTimeout: 5 * time.Second})
+	c := clientOfRawPeer(t, p, ClientConfig{KeepaliveTime: 10 * time.Millisecond, KeepaliveTimeout: 5 * time.Second})
 	s, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -650,7 +650,7 @@ func TestClientKeepaliveAnswered(t *testing.T) {
 // (GOAWAY).
 func TestClientWindowOverflow(t *testing.T) {
 	p := startRawPeer(t)
-	c := rawClient(t, p, ClientConfig{})
+	c := clientOfRawPeer(t, p, ClientConfig{})
 	s, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)

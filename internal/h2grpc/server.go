@@ -2,11 +2,9 @@ package h2grpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,57 +19,69 @@ type ServerConfig struct {
 	// MaxRecvMsgBytes bounds a request message: a larger one fails RecvMsg with
 	// ResourceExhausted. 0: 4 MiB, grpc-go's default.
 	MaxRecvMsgBytes int
-	// MaxConcurrentStreams per connection (SETTINGS_MAX_CONCURRENT_STREAMS); 0: net/http's
-	// default (at least 100).
+	// MaxConcurrentStreams per connection (SETTINGS_MAX_CONCURRENT_STREAMS); a stream over it
+	// is refused (RST_STREAM REFUSED_STREAM). 0: 250, the default of Go's HTTP/2 server
+	// (golang.org/x/net/http2 defaultMaxStreams).
 	MaxConcurrentStreams int
-	// StreamWindow and ConnWindow are the receive flow-control windows for request data
-	// (net/http's HTTP2Config.MaxReceiveBufferPerStream/PerConnection). 0: 1 MiB each
-	// (net/http's server defaults). Valid: 64 KiB..2 GiB-1, ConnWindow not below StreamWindow.
+	// StreamWindow and ConnWindow are the receive flow-control windows for request data.
+	// 0: 1 MiB each (the defaults of Go's HTTP/2 server). Valid: 64 KiB..2 GiB-1, ConnWindow
+	// not below StreamWindow.
 	StreamWindow, ConnWindow int
-	// KeepaliveTime: after this long without a frame received the server pings the client
-	// (HTTP2Config.SendPingTimeout); KeepaliveTimeout: the connection is closed when the ping
-	// is not answered within it (PingTimeout; 0 there means net/http's 15 s). 0: no pings.
+	// KeepaliveTime: after this long without a frame received the server pings the client;
+	// KeepaliveTimeout: the connection is closed when the ping is not answered within it (0
+	// there means 15 s, as Go's HTTP/2 server). 0: no pings.
 	KeepaliveTime, KeepaliveTimeout time.Duration
 }
+
+// defaultMaxStreams is Go's HTTP/2 server default (x/net/http2 server.go), which this server
+// had when it ran on net/http; its ping timeout is the client's defaultPingTimeout, the same 15 s.
+const defaultMaxStreams = 250
 
 // Handler serves one stream; the status of the error it returns (nil: OK; not a status
 // error: Unknown with the error's text, as grpc-go) goes out as the stream's trailers.
 type Handler func(ss *ServerStream) error
 
 // Server serves gRPC streams over HTTP/2 with prior knowledge (h2c), as Envoy speaks it on a
-// Unix socket.
+// Unix socket: no TLS, no HTTP/1 upgrade; a client that does not open with the HTTP/2 preface
+// has its connection closed.
 type Server struct {
 	// immutable after NewServer
 	cfg    ServerConfig
 	routes map[string]Handler
-	srv    *http.Server
 	ctx    context.Context // every stream's context derives from it; Stop cancels it
 	cancel context.CancelFunc
 	cfgErr error
 
-	mu       sync.Mutex // guards the fields below
-	idle     sync.Cond  // on mu: signalled when serving, conns or handlers reach 0
-	stopped  bool
-	serving  int // Serve calls running
-	conns    int // connections between StateNew and StateClosed/StateHijacked
-	handlers int // ServeHTTP calls running
+	mu        sync.Mutex // guards the fields below
+	idle      sync.Cond  // on mu: signalled when serving, conns or handlers reach 0
+	stopped   bool
+	serving   int // Serve calls running
+	listeners map[net.Listener]struct{}
+	conns     map[*serverConn]struct{}
+	handlers  int // handlers running
 }
 
 // NewServer makes a server for routes, keyed by full method path ("/package.Service/Method");
-// a request for any other path gets Unimplemented, as from grpc-go. routes is read, never
-// copied: do not change it afterwards. A bad cfg makes Serve fail naming the setting.
+// a request for any other path gets Unimplemented, as from grpc-go. A bad cfg makes Serve fail
+// naming the setting.
 func NewServer(cfg ServerConfig, routes map[string]Handler) *Server {
-	s := &Server{cfg: cfg, routes: routes}
+	s := &Server{cfg: cfg, routes: routes, listeners: map[net.Listener]struct{}{}, conns: map[*serverConn]struct{}{}}
 	s.idle.L = &s.mu
 	s.ctx, s.cancel = context.WithCancel(context.Background()) //nolint:contextcheck // Stop ends it; Serve has no context
 	if s.cfg.MaxRecvMsgBytes == 0 {
 		s.cfg.MaxRecvMsgBytes = defaultMaxRecvMsg
+	}
+	if s.cfg.MaxConcurrentStreams == 0 {
+		s.cfg.MaxConcurrentStreams = defaultMaxStreams
 	}
 	if s.cfg.StreamWindow == 0 {
 		s.cfg.StreamWindow = 1 << 20
 	}
 	if s.cfg.ConnWindow == 0 {
 		s.cfg.ConnWindow = max(1<<20, s.cfg.StreamWindow)
+	}
+	if s.cfg.KeepaliveTimeout == 0 {
+		s.cfg.KeepaliveTimeout = defaultPingTimeout
 	}
 	switch {
 	case s.cfg.MaxRecvMsgBytes < 0 || uint64(s.cfg.MaxRecvMsgBytes) > math.MaxUint32:
@@ -84,23 +94,6 @@ func NewServer(cfg ServerConfig, routes map[string]Handler) *Server {
 		if err := checkWindows(s.cfg.StreamWindow, s.cfg.ConnWindow); err != nil {
 			s.cfgErr = fmt.Errorf("server: %w", err)
 		}
-	}
-	protos := new(http.Protocols)
-	protos.SetUnencryptedHTTP2(true)
-	s.srv = &http.Server{
-		Handler:   http.HandlerFunc(s.serveHTTP),
-		Protocols: protos,
-		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams:          s.cfg.MaxConcurrentStreams,
-			MaxReceiveBufferPerStream:     s.cfg.StreamWindow,
-			MaxReceiveBufferPerConnection: s.cfg.ConnWindow,
-			SendPingTimeout:               s.cfg.KeepaliveTime,
-			PingTimeout:                   s.cfg.KeepaliveTimeout,
-		},
-		BaseContext: func(net.Listener) context.Context { return s.ctx },
-		ConnState:   s.connState,
-		// ErrorLog stays nil: net/http logs a handler's recovered panic and clients'
-		// protocol errors to the standard logger, and a panic must not go unseen.
 	}
 	return s
 }
@@ -118,18 +111,44 @@ func (s *Server) Serve(l net.Listener) error {
 		return nil
 	}
 	s.serving++
+	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
 	defer func() {
+		l.Close()
 		s.mu.Lock()
+		delete(s.listeners, l)
 		s.serving--
 		s.idle.Broadcast()
 		s.mu.Unlock()
 	}()
-	err := s.srv.Serve(writeBehindListener{l})
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			stopped := s.stopped
+			s.mu.Unlock()
+			if stopped {
+				return nil
+			}
+			return fmt.Errorf("h2grpc: accept: %w", err)
+		}
+		sc := newServerConn(s, nc)
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		s.conns[sc] = struct{}{}
+		s.mu.Unlock()
+		go func() {
+			sc.serve()
+			s.mu.Lock()
+			delete(s.conns, sc)
+			s.idle.Broadcast()
+			s.mu.Unlock()
+		}()
 	}
-	return err
 }
 
 // Stop closes the listeners and every connection now (streams are long-lived: no graceful
@@ -138,33 +157,19 @@ func (s *Server) Serve(l net.Listener) error {
 func (s *Server) Stop() {
 	s.mu.Lock()
 	s.stopped = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for sc := range s.conns {
+		sc.nc.Close()
+	}
 	s.mu.Unlock()
 	s.cancel()
-	s.srv.Close()
 	s.mu.Lock()
-	for s.serving > 0 {
+	for s.serving > 0 || len(s.conns) > 0 || s.handlers > 0 {
 		s.idle.Wait()
 	}
 	s.mu.Unlock()
-	// A connection accepted while Close ran is closed by this second Close.
-	s.srv.Close()
-	s.mu.Lock()
-	for s.conns > 0 || s.handlers > 0 {
-		s.idle.Wait()
-	}
-	s.mu.Unlock()
-}
-
-func (s *Server) connState(_ net.Conn, st http.ConnState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch st {
-	case http.StateNew:
-		s.conns++
-	case http.StateClosed, http.StateHijacked:
-		s.conns--
-		s.idle.Broadcast()
-	}
 }
 
 // handlerStart counts a handler in; false once stopped (no handler starts after Stop began).
@@ -185,43 +190,6 @@ func (s *Server) handlerDone() {
 	s.mu.Unlock()
 }
 
-func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.handlerStart() {
-		earlyAbort(w, http.StatusServiceUnavailable, status.New(codes.Unavailable, "h2grpc: server is stopping"))
-		return
-	}
-	defer s.handlerDone()
-	// Checks in grpc-go's order and wording (internal/transport/http2_server.go
-	// operateHeaders): content-type (415), then method (405), then the route.
-	if ct := r.Header.Get("Content-Type"); !isGRPCContentType(ct) {
-		earlyAbort(w, http.StatusUnsupportedMediaType, status.Newf(codes.InvalidArgument, "invalid gRPC request content-type %q", ct))
-		return
-	}
-	if r.Method != http.MethodPost {
-		earlyAbort(w, http.StatusMethodNotAllowed, status.Newf(codes.Internal, "Received a HEADERS frame with :method %q which should be POST", r.Method))
-		return
-	}
-	h, ok := s.routes[r.URL.Path]
-	if !ok {
-		earlyAbort(w, http.StatusOK, unknownMethod(r.URL.Path, s.routes))
-		return
-	}
-	ctx := r.Context()
-	if v := r.Header.Get("Grpc-Timeout"); v != "" {
-		d, err := parseTimeout(v)
-		if err != nil {
-			earlyAbort(w, http.StatusBadRequest, status.Newf(codes.Internal, "malformed grpc-timeout: %v", err))
-			return
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
-	ss := newServerStream(ctx, w, r, s.cfg.MaxRecvMsgBytes)
-	err := h(ss)
-	ss.finish(err)
-}
-
 // unknownMethod is grpc-go's status for a path with no handler (server.go handleStream).
 func unknownMethod(path string, routes map[string]Handler) *status.Status {
 	svc, method, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
@@ -234,30 +202,6 @@ func unknownMethod(path string, routes map[string]Handler) *status.Status {
 		}
 	}
 	return status.Newf(codes.Unimplemented, "unknown service %v", svc)
-}
-
-// earlyAbort answers a stream that never reaches a handler: a trailers-only response with the
-// given HTTP status, as grpc-go's writeEarlyAbort.
-func earlyAbort(w http.ResponseWriter, httpStatus int, st *status.Status) {
-	h := w.Header()
-	h["Content-Type"] = []string{"application/grpc"}
-	setStatusHeaders(h, "", st)
-	w.WriteHeader(httpStatus)
-}
-
-// setStatusHeaders sets grpc-status and grpc-message (percent-encoded), with prefix
-// http.TrailerPrefix when they go in trailers after a response body; without a body, they go
-// in the only HEADERS frame. Date and Content-Length, which net/http adds by itself, are
-// suppressed (nil values): a gRPC response carries neither.
-func setStatusHeaders(h http.Header, prefix string, st *status.Status) {
-	h[prefix+"Grpc-Status"] = []string{strconv.Itoa(int(st.Code()))}
-	if msg := st.Message(); msg != "" {
-		h[prefix+"Grpc-Message"] = []string{encodeGrpcMessage(msg)}
-	}
-	if prefix == "" {
-		h["Date"] = nil
-		h["Content-Length"] = nil
-	}
 }
 
 // parseTimeout reads a grpc-timeout value: at most 8 digits and a unit of H, M, S, m, u or n

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"io"
 	"math"
-	"net/http"
+	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
@@ -16,19 +17,24 @@ import (
 // take several (grpc-go's default pool keeps buffers up to 1 MiB).
 const recvChunk = 1 << 20
 
-// flushErrorer is what net/http's HTTP/2 response writer offers to push buffered bytes out.
-type flushErrorer interface{ FlushError() error }
-
 // ServerStream is one stream served by a Handler. One goroutine may receive (RecvMsg) while
 // another sends (SendMsg, BeginMsg, Write); both end before the Handler returns.
 type ServerStream struct {
 	// immutable after newServerStream
+	sc       *serverConn
+	id       uint32
 	ctx      context.Context
-	w        http.ResponseWriter
-	flusher  flushErrorer
-	body     io.Reader
-	encoding string // the request's grpc-encoding
+	cancel   context.CancelFunc // ends ctx: the stream is reset or over
+	stopWake func() bool        // unregisters the wake-up of senders at ctx's end
+	encoding string             // the request's grpc-encoding
 	max      int
+
+	rb recvBuffer // request data, filled by the connection's reader
+
+	// guarded by sc.mu
+	sendWin int64 // bytes the stream may still send
+	reset   bool  // reset by either side: nothing more is written
+	ended   bool  // no longer counted in sc.running (the handler has ended the stream)
 
 	// receive side: owned by the receiving goroutine
 	rhdr    [prefixLen]byte
@@ -36,15 +42,39 @@ type ServerStream struct {
 
 	// send side: owned by the sending goroutine
 	whdr        [prefixLen]byte
+	pieces      [][]byte // scratch: the pieces of what is being sent
+	prefixDue   bool     // whdr is still to go out, before the next Write's bytes
 	sentHeaders bool
 	inMsg       bool
 	msgLeft     int // bytes of the begun message still to Write
 	sendErr     error
 }
 
-func newServerStream(ctx context.Context, w http.ResponseWriter, r *http.Request, max int) *ServerStream {
-	f, _ := w.(flushErrorer) // net/http's HTTP/2 writer always has it
-	return &ServerStream{ctx: ctx, w: w, flusher: f, body: r.Body, encoding: r.Header.Get("Grpc-Encoding"), max: max}
+func newServerStream(sc *serverConn, id uint32, encoding string, hasTimeout bool, timeout time.Duration) *ServerStream {
+	s := &ServerStream{sc: sc, id: id, encoding: encoding, max: sc.s.cfg.MaxRecvMsgBytes}
+	s.rb.init(sc, id, sc.s.cfg.StreamWindow)
+	ctx, cancel := context.WithCancel(sc.ctx)
+	if hasTimeout {
+		var cancelTimeout context.CancelFunc
+		ctx, cancelTimeout = context.WithTimeout(ctx, timeout)
+		base := cancel
+		cancel = func() { cancelTimeout(); base() }
+	}
+	s.ctx, s.cancel = ctx, cancel
+	// A sender waiting for flow control, or a receiver waiting for data, learns of the end of
+	// the stream's context (client gone, grpc-timeout, Stop).
+	s.stopWake = context.AfterFunc(ctx, func() {
+		s.rb.fail(ctx.Err())
+		sc.wake()
+	})
+	return s
+}
+
+// release ends the stream's context and returns its buffers.
+func (s *ServerStream) release() {
+	s.stopWake()
+	s.cancel()
+	s.rb.release()
 }
 
 // Context ends when the client goes away, the stream's grpc-timeout passes, or Stop.
@@ -58,7 +88,7 @@ func (s *ServerStream) RecvMsg() (mem.BufferSlice, error) {
 	if s.recvErr != nil {
 		return nil, s.recvErr
 	}
-	size, err := readPrefix(s.body, &s.rhdr, s.max)
+	size, err := readPrefix(&s.rb, &s.rhdr, s.max)
 	if err != nil {
 		if err == io.EOF {
 			s.recvErr = io.EOF
@@ -75,7 +105,7 @@ func (s *ServerStream) RecvMsg() (mem.BufferSlice, error) {
 	for got := 0; got < size; {
 		n := min(size-got, recvChunk)
 		bp := pool.Get(n)
-		m, err := io.ReadFull(s.body, *bp)
+		m, err := io.ReadFull(&s.rb, *bp)
 		if err != nil {
 			pool.Put(bp)
 			out.Free()
@@ -107,25 +137,25 @@ func (s *ServerStream) streamError(err error) error {
 	return status.Errorf(codes.Unavailable, "h2grpc: stream: %v", err)
 }
 
-// SendMsg sends one whole message and returns only once net/http's HTTP/2 server has written
-// it to the connection: a handler's write waits for its DATA frames to be written
-// (writeDataFromHandler), which waits for the client's flow-control window; the connection
-// is a writeBehindConn, which takes at most 64 KiB more than the socket has (as the kernel's
-// socket buffer does). data is neither kept nor freed.
+// SendMsg sends one whole message and returns only once it is written to the connection: it
+// waits for the client's flow-control windows as its DATA frames go. data is neither kept nor
+// freed.
 func (s *ServerStream) SendMsg(data mem.BufferSlice) error {
 	if s.inMsg {
 		return status.Error(codes.Internal, "h2grpc: SendMsg inside a message begun with BeginMsg")
 	}
 	n := data.Len()
-	if err := s.writePrefix(n); err != nil {
+	if err := s.checkSize(n); err != nil {
 		return err
 	}
+	putPrefix(&s.whdr, n)
+	s.pieces = append(s.pieces[:0], s.whdr[:])
 	for _, b := range data {
-		if err := s.write(b.ReadOnlyData()); err != nil {
-			return err
-		}
+		s.pieces = append(s.pieces, b.ReadOnlyData())
 	}
-	return s.flush()
+	err := s.send(s.pieces, prefixLen+n)
+	clear(s.pieces)
+	return err
 }
 
 // BeginMsg starts a message of size bytes whose body follows in pieces (Write). Its prefix
@@ -134,13 +164,17 @@ func (s *ServerStream) BeginMsg(size int) error {
 	if s.inMsg {
 		return status.Errorf(codes.Internal, "h2grpc: BeginMsg with %d bytes of the last message not written", s.msgLeft)
 	}
-	if err := s.writePrefix(size); err != nil {
+	if err := s.checkSize(size); err != nil {
 		return err
 	}
+	putPrefix(&s.whdr, size)
 	if size == 0 {
-		return s.flush()
+		s.pieces = append(s.pieces[:0], s.whdr[:])
+		err := s.send(s.pieces, prefixLen)
+		clear(s.pieces)
+		return err
 	}
-	s.inMsg, s.msgLeft = true, size
+	s.inMsg, s.msgLeft, s.prefixDue = true, size, true
 	return nil
 }
 
@@ -153,68 +187,70 @@ func (s *ServerStream) Write(p []byte) error {
 	if len(p) > s.msgLeft {
 		return status.Errorf(codes.Internal, "h2grpc: Write of %d bytes with %d left in the message", len(p), s.msgLeft)
 	}
-	if err := s.write(p); err != nil {
+	s.pieces = s.pieces[:0]
+	total := len(p)
+	if s.prefixDue {
+		s.pieces = append(s.pieces, s.whdr[:])
+		total += prefixLen
+	}
+	s.pieces = append(s.pieces, p)
+	err := s.send(s.pieces, total)
+	clear(s.pieces)
+	if err != nil {
 		return err
 	}
+	s.prefixDue = false
 	s.msgLeft -= len(p)
 	if s.msgLeft == 0 {
 		s.inMsg = false
 	}
-	return s.flush()
+	return nil
 }
 
-// writePrefix writes the response headers' fields (they go out with the first bytes) and the
-// message prefix. The prefix stays in net/http's 4 KiB write buffer and leaves with the first
-// bytes of the body: a small message is one DATA frame; a large one fills that buffer once and
-// the rest goes from the caller's buffer straight to the framer (bufio.Writer skips its
-// buffer for a write larger than it when it is empty).
-func (s *ServerStream) writePrefix(size int) error {
+func (s *ServerStream) checkSize(size int) error {
 	if s.sendErr != nil {
 		return s.sendErr
 	}
 	if size < 0 || uint64(size) > math.MaxUint32 {
 		return status.Errorf(codes.ResourceExhausted, "h2grpc: message of %d bytes is over the gRPC limit", size)
 	}
-	if !s.sentHeaders {
-		s.sentHeaders = true
-		h := s.w.Header()
-		h["Content-Type"] = []string{"application/grpc"}
-		h["Date"] = nil
-		h["Content-Length"] = nil
-	}
-	putPrefix(&s.whdr, size)
-	return s.write(s.whdr[:])
+	return nil
 }
 
-func (s *ServerStream) write(p []byte) error {
+// send writes total bytes of pieces as DATA frames (after the response headers, the first
+// time), each batch as soon as both send windows allow, and returns once all are written.
+func (s *ServerStream) send(pieces [][]byte, total int) error {
 	if s.sendErr != nil {
 		return s.sendErr
 	}
-	if len(p) == 0 {
-		return nil
-	}
-	if _, err := s.w.Write(p); err != nil {
-		s.sendErr = s.streamError(err)
-		return s.sendErr
+	sc := s.sc
+	for total > 0 {
+		n, err := sc.reserve(s, total)
+		if err != nil {
+			s.sendErr = s.streamError(err)
+			return s.sendErr
+		}
+		sc.lockWrite()
+		if !s.sentHeaders {
+			s.sentHeaders = true
+			sc.writeResponseHeaders(s.id)
+		}
+		pieces = sc.writeData(s.id, pieces, n)
+		if err := sc.unlockWrite(); err != nil {
+			s.sendErr = s.streamError(err)
+			return s.sendErr
+		}
+		total -= n
 	}
 	return nil
 }
 
-func (s *ServerStream) flush() error {
-	if s.sendErr != nil {
-		return s.sendErr
-	}
-	if err := s.flusher.FlushError(); err != nil {
-		s.sendErr = s.streamError(err)
-		return s.sendErr
-	}
-	return nil
-}
-
-// finish sets the stream's status from the handler's error: in trailers after a response
-// body, or as a trailers-only response when nothing was sent. net/http writes them when the
-// handler returns.
+// finish sends the stream's status from the handler's error: in trailers after a response
+// body, or as a trailers-only response when nothing was sent; then, when the client has not
+// ended its request, RST_STREAM NO_ERROR (RFC 9113 section 8.1, as grpc-go). A stream reset
+// gets nothing more.
 func (s *ServerStream) finish(err error) {
+	defer s.sc.removeStream(s)
 	// grpc-go (server.go processStreamingRPC): a status error keeps its status, a context
 	// error becomes Canceled/DeadlineExceeded, anything else Unknown with its text.
 	st, ok := status.FromError(err)
@@ -224,11 +260,25 @@ func (s *ServerStream) finish(err error) {
 	if st.Code() == codes.OK && s.inMsg {
 		st = status.Newf(codes.Internal, "h2grpc: handler returned with %d bytes of a message not written", s.msgLeft)
 	}
-	h := s.w.Header()
-	if !s.sentHeaders {
-		h["Content-Type"] = []string{"application/grpc"}
-		setStatusHeaders(h, "", st)
+	sc := s.sc
+	sc.mu.Lock()
+	reset := s.reset || sc.closed
+	sc.endRunningLocked(s)
+	sc.mu.Unlock()
+	if reset {
 		return
 	}
-	setStatusHeaders(h, http.TrailerPrefix, st)
+	requestEnded := s.rb.ended()
+	sc.lockWrite()
+	sc.hbuf.Reset()
+	if !s.sentHeaders {
+		sc.encodeField(":status", "200")
+		sc.encodeField("content-type", "application/grpc")
+	}
+	sc.encodeStatus(st)
+	sc.writeHeaderBlock(s.id, true)
+	if !requestEnded {
+		sc.noteWrite(sc.fr.WriteRSTStream(s.id, http2.ErrCodeNo))
+	}
+	sc.unlockWrite()
 }

@@ -1,10 +1,6 @@
 package h2grpc
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -98,20 +94,6 @@ func httpStatusCode(httpStatus int) codes.Code {
 	return codes.Unknown
 }
 
-// rstStreamError has the shape of net/http's unexported http2StreamError, which converts
-// itself into any struct of the same field names and types through errors.As
-// (net/http/h2_error.go). It tells a stream reset by the peer, with its code, apart from a
-// connection failure.
-type rstStreamError struct {
-	StreamID uint32
-	Code     uint32
-	Cause    error
-}
-
-func (e rstStreamError) Error() string {
-	return fmt.Sprintf("stream %d reset, code %d", e.StreamID, e.Code)
-}
-
 // rstCode maps an HTTP/2 RST_STREAM error code to a gRPC code as grpc-go does
 // (internal/transport/http_util.go http2ErrConvTab).
 func rstCode(c uint32) codes.Code {
@@ -126,27 +108,6 @@ func rstCode(c uint32) codes.Code {
 		return codes.PermissionDenied
 	}
 	return codes.Internal
-}
-
-// transportError turns an error from net/http's transport (a failed round trip, a failed read
-// of the response body) into a status error: the stream's own context ending is Canceled or
-// DeadlineExceeded, a stream reset by the peer maps its code, anything else (connection lost,
-// refused, TLS failure, GOAWAY) is Unavailable.
-func transportError(ctx context.Context, err error) error {
-	if _, ok := status.FromError(err); ok && err != nil {
-		return err
-	}
-	if ctx.Err() != nil {
-		return status.FromContextError(ctx.Err()).Err()
-	}
-	var rst rstStreamError
-	if errors.As(err, &rst) {
-		return status.Errorf(rstCode(rst.Code), "stream reset by the peer (HTTP/2 code %d): %v", rst.Code, err)
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return status.Errorf(codes.Unavailable, "connection lost: %v", err)
-	}
-	return status.Errorf(codes.Unavailable, "transport: %v", err)
 }
 
 // isGRPCContentType reports whether a content-type names gRPC: "application/grpc" alone or
