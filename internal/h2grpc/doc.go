@@ -1,38 +1,33 @@
-// Package h2grpc carries gRPC streams over the HTTP/2 implementation of Go's standard library
-// (net/http), with messages that can be read and written in pieces. It exists for the xDS
-// proxy's cut-through forwarding: grpc-go only hands over whole messages, so a 10 MB push would
-// be fully received before its first byte went on; here a message's body is read straight from
-// the transport into the caller's buffers (ClientStream.Read) and written out piece by piece
-// (ServerStream.BeginMsg/Write), each piece blocking until HTTP/2 flow control lets it go, so a
-// slow reader bounds the memory held instead of growing it.
+// Package h2grpc carries gRPC streams over HTTP/2 endpoints of its own, built on
+// golang.org/x/net/http2's Framer and hpack, with messages that can be read and written in
+// pieces. It exists for the xDS proxy's cut-through forwarding: grpc-go only hands over whole
+// messages, so a 10 MB push would be fully received before its first byte went on; here a
+// message's body is read from the transport into the caller's buffers (ClientStream.Read) and
+// written out piece by piece (ServerStream.BeginMsg/Write), each piece returning once it is
+// written, so a slow reader bounds the memory held instead of growing it. The SDS server uses the
+// same Server.
 //
-// Client is one HTTP/2 connection (TLS with ALPN h2, or plaintext with prior knowledge) shared
-// by every stream and redialled on the next Open after it is lost. Server serves HTTP/2 with
-// prior knowledge (h2c), for Envoy on a Unix socket. Only what the proxy needs of gRPC is spoken:
-// the 5-byte length prefix (uncompressed), the content-type, grpc-status/grpc-message trailers
-// (percent-encoded as the gRPC HTTP/2 protocol document says), grpc-timeout on the server, and
-// the HTTP-to-gRPC status mapping of grpc-go. Errors that come from the peer or the transport are
-// grpc status errors (status.Code is meaningful); transport failures are codes.Unavailable.
+// Client is one HTTP/2 connection (TLS with ALPN h2, plaintext with prior knowledge, or a
+// caller's Dial) shared by every stream, dialled lazily and again after it is lost or after a
+// GOAWAY. Server serves HTTP/2 with prior knowledge (h2c), for Envoy on a Unix socket. Both
+// sides: one reader goroutine per connection reading through 64 KiB, DATA copied once into
+// pooled buffers, every frame written through one 64 KiB buffered writer under a mutex (the last
+// writer out flushes: frames written together cost one system call), window updates once a
+// quarter of a window is consumed, SETTINGS/PING/GOAWAY/RST_STREAM handled, flow control
+// enforced on what is received, protocol errors close the connection with GOAWAY and stream
+// errors reset only the stream. Only what the proxy needs of gRPC is spoken: the 5-byte length
+// prefix (uncompressed), the content-type, grpc-status/grpc-message trailers (percent-encoded as
+// the gRPC HTTP/2 protocol document says), grpc-timeout on the server, and grpc-go's HTTP-to-gRPC
+// status mapping. Errors from the peer or the transport are grpc status errors (status.Code is
+// meaningful); transport failures are codes.Unavailable. Every behaviour is tested against real
+// grpc-go peers (client_test.go, server_test.go) and against raw HTTP/2 frames
+// (client_h2_test.go, server_h2_test.go); FuzzClientFrames and FuzzServerFrames feed arbitrary
+// frames to a real endpoint.
+//
+// Why not net/http's HTTP/2 (the package's first version): its server writes every DATA frame
+// from a goroutine of its own with a system call each and allocates per frame, its client reads
+// through 4 KiB and returns a WINDOW_UPDATE per 4 KiB read. In the proxy that cost 1.6-2.3x the
+// CPU floor per forwarded MB and 1,573 allocations per 4 MB push (process-wide); on these
+// endpoints the proxy's own count is about 25 per push whatever its size
+// (bench/budget_test.go), at 1.2-1.7x the floor (bench/README.md).
 package h2grpc
-
-// Performance (bench_test.go, bench_sides_test.go; same-run ratios on 2 shared cores, medians
-// of 6 with benchstat, grpc-go = base; cpu-ns/op is the whole process's CPU, peers included):
-//
-//	go test -run '^$' -bench 'Proxy|ClientTLS|Server' -benchtime 30x -count 6 ./internal/h2grpc/
-//
-//	                       1 KB     1 MB          4 MB
-//	ProxyPush  (xDS shape)  ~       +53% (±27%)   +11% (±11%)
-//	ProxyRoundTrip (echo)   ~ (ns)  +40%          +24%
-//	ClientTLS  alone        ~       ~             +31%
-//	ServerUnix alone (echo) +92%    +74%          +70%
-//	ServerPush alone        +37%    +60% (±24%)   +31% (±5%)
-//
-// The client side costs about what grpc-go's does; net/http's HTTP/2 server is the
-// expensive half: it writes every 16 KiB DATA frame with its own write system call and a
-// goroutine (writeFrameAsync), and allocates per frame, where grpc-go batches frames into
-// one write. The receiving peer pays too: in ServerPush, grpc-go's client reader (Envoy's
-// place) spends 44% of the process's CPU, one read per frame. The server's connections are
-// therefore write-behind (writebehind.go): frames gathered while a write(2) runs go out in
-// the next one; A/B in one run, ServerPush CPU -23% (1 MB) and -8% (4 MB). ProxyPush and
-// ServerPush above are with it, the other rows from before it. Allocations per message: ours none on the client, one BufferSlice per received
-// message on the server (TestAllocsRoundTrip); the rest is net/http's, per frame.
