@@ -196,10 +196,11 @@ func (r *responseReader) forward(ctx context.Context, size int) error {
 }
 
 // stream hands the pieces read so far to st, then the rest as it arrives. The bookkeeping is done
-// before the last piece is handed on. While the writer lags by lagBytes or more the reader waits for it: a client
-// slower than Istiod slows Istiod's send on this stream to its own pace, for at most lagBudget
-// per message; one that has stopped reading (nothing taken for lagStall) holds it up no longer.
-// From then on the rest of the message is held here, so Istiod is never blocked by one client.
+// before the last piece is handed on. While the writer lags by lagBytes or more the reader waits
+// for it: a client slower than Istiod slows Istiod's send on this stream to its own pace, for at
+// most lagBudget per message; one that has stopped reading (nothing taken for lagStall) holds it
+// up no longer. From then on the rest of the message is held here, so Istiod is never blocked by
+// one client.
 func (r *responseReader) stream(ctx context.Context, st *streamItem, size, got int) error {
 	for _, b := range r.pieces {
 		st.append(b)
