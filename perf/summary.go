@@ -146,18 +146,18 @@ func targets(rep *Report, s *Summary) []Target {
 			t.Why = fmt.Sprintf(format, args...)
 		}
 	}
-	ratio("push latency added by the agent, 4 MB (p50)", "large_4mb.added_p50_ms", 0.5)
+	ratio("push latency added by the agent, 4 MB (p50)", "large_4mb.added_p50_ms", 0.2)
 	a := fig("large_4mb.added_p50_ms")
 	why("per-run ratios ranged %.2f-%.2f: added p50 %.1f ms (wingman) vs %.1f ms (reference) over a direct p50 of %.1f ms, "+
 		"so a few ms of scheduling noise on this shared 2-core machine moves the ratio across the line",
 		a.RatioMin, a.RatioMax, a.Wingman, a.Reference, fig("large_4mb.p50_ms").Direct)
-	ratio("agent CPU per forwarded MB (4 MB pushes)", "large_4mb.cpu_ms_per_mb", 0.4)
+	ratio("agent CPU per forwarded MB (4 MB pushes)", "large_4mb.cpu_ms_per_mb", 0.3)
 	c := fig("large_4mb.cpu_ms_per_mb")
 	why("wingman %.2f vs reference %.2f ms/MB (runs %.2f-%.2f). Both agents decrypt TLS from the control plane "+
-		"and frame HTTP/2 to Envoy; Wingman saves the decode and re-encode (heap allocated per MB: %s) but not the "+
-		"transport's copies, which now dominate its profile (grpc transport reads, memmove, memclr)",
+		"and frame HTTP/2 to Envoy; Wingman saves the decode and re-encode (heap allocated per MB: %s) and forwards "+
+		"as it reads, but every byte still crosses two sockets and TLS, the floor's own work (bench/README.md)",
 		c.Wingman, c.Reference, c.RatioMin, c.RatioMax, allocRatio(s))
-	abs("peak RSS above idle during a 10 MB push (1.5 × 10 MiB + 2 MiB)", "large_10mb.peak_above_idle_kb", "MiB", 1024, 17)
+	abs("peak RSS above idle during a 10 MB push (cut-through)", "large_10mb.peak_above_idle_kb", "MiB", 1024, 2)
 	abs("process start → Envoy exec'd, the agent's share (median, wall time)", "startup.added_exec_ms", "ms", 1, 8)
 	why("wall time on a shared machine: %.1f ms from start to the stand-in's main (%.1f ms of it the stand-in's own start); "+
 		"the agent had used %.1f ms of CPU by then (%.2f× the reference's)", fig("startup.exec_ms").Wingman, fig("startup.exec_ms").Direct,

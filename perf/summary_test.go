@@ -42,8 +42,8 @@ func TestSummarizeRatiosAndAddedLatency(t *testing.T) {
 			cpu = tg
 		}
 	}
-	if !cpu.Measured || !cpu.Pass {
-		t.Errorf("CPU target %+v, want measured and met (0.375 ≤ 0.4)", cpu)
+	if !cpu.Measured || cpu.Pass || cpu.Want != "≤ 0.30× the reference" {
+		t.Errorf("CPU target %+v, want measured and missed (0.375 > 0.3, issue 16's target)", cpu)
 	}
 }
 
