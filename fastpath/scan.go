@@ -140,15 +140,7 @@ func (s *ResponseScanner) FinishSotW(r *Response) error {
 		return err
 	}
 	*r = Response{Resources: s.resources}
-	if s.hasType {
-		r.TypeURL = s.typeURL
-	}
-	if s.hasVer {
-		r.Version = s.ver
-	}
-	if s.hasNonc {
-		r.Nonce = s.nonce
-	}
+	r.TypeURL, r.Version, r.Nonce = s.seen()
 	return nil
 }
 
@@ -160,16 +152,23 @@ func (s *ResponseScanner) FinishDelta(r *DeltaResponse) error {
 		return err
 	}
 	*r = DeltaResponse{Resources: s.resources, Removed: s.removed}
+	r.TypeURL, r.Version, r.Nonce = s.seen()
+	return nil
+}
+
+// seen returns the type URL, version and nonce of the message, each empty when it was absent
+// (the kept strings may be the previous message's, reused when they repeat).
+func (s *ResponseScanner) seen() (typeURL, version, nonce string) {
 	if s.hasType {
-		r.TypeURL = s.typeURL
+		typeURL = s.typeURL
 	}
 	if s.hasVer {
-		r.Version = s.ver
+		version = s.ver
 	}
 	if s.hasNonc {
-		r.Nonce = s.nonce
+		nonce = s.nonce
 	}
-	return nil
+	return typeURL, version, nonce
 }
 
 func (s *ResponseScanner) finish(delta bool) error {
