@@ -56,10 +56,13 @@ type responseReader struct {
 	pd     *pendingDelta // the Delta record the scanner's visits go to
 	visit  func(kind fastpath.NameKind, name, version []byte)
 	pieces []mem.Buffer // read and not yet handed on
+
+	lagTimer *time.Timer // stopped between waits for a lagging client (stream)
 }
 
 func newResponseReader(s *session, up upstreamStream, gen uint64) *responseReader {
-	r := &responseReader{s: s, up: up, gen: gen, pool: mem.DefaultBufferPool()}
+	r := &responseReader{s: s, up: up, gen: gen, pool: mem.DefaultBufferPool(), lagTimer: time.NewTimer(lagStall)}
+	r.lagTimer.Stop()
 	r.visit = func(k fastpath.NameKind, name, version []byte) {
 		if k == fastpath.Removed {
 			r.pd.removed = append(r.pd.removed, r.pd.add(name))
@@ -207,8 +210,6 @@ func (r *responseReader) stream(ctx context.Context, st *streamItem, size, got i
 	}
 	clear(r.pieces)
 	r.pieces = r.pieces[:0]
-	lagTimer := time.NewTimer(lagStall)
-	lagTimer.Stop()
 	lagging := false
 	var waited time.Duration
 	var bp *[]byte
@@ -222,7 +223,7 @@ func (r *responseReader) stream(ctx context.Context, st *streamItem, size, got i
 		if bp == nil {
 			if !lagging && st.lags(lagBytes) {
 				t0 := time.Now()
-				lagging = st.waitBelow(ctx, lagBytes, min(lagStall, lagBudget-waited), lagTimer)
+				lagging = st.waitBelow(ctx, lagBytes, min(lagStall, lagBudget-waited), r.lagTimer)
 				if waited += time.Since(t0); waited >= lagBudget {
 					lagging = true
 				}
