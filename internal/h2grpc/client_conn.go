@@ -1,7 +1,6 @@
 package h2grpc
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -20,11 +19,12 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// connBufferSize is the read and the write buffer of a client connection. Reading through
-// 64 KiB takes four 16 KiB DATA frames or more per system call when they are waiting (net/http
-// read through 4 KiB, which a DATA payload bypasses: two calls per frame); writing through it
-// puts a message's frames and the small frames of other streams into one call.
-const connBufferSize = 64 << 10
+// connBufferSize is the read and the write buffer of a client connection while data flows
+// (connbuf.go). Reading through 64 KiB takes four 16 KiB DATA frames or more per system call
+// when they are waiting (net/http read through 4 KiB, which a DATA payload bypasses: two calls
+// per frame); writing through it puts a message's frames and the small frames of other streams
+// into one call.
+const connBufferSize = bigBufSize
 
 // Protocol constants of RFC 9113 (section 6.5.2 defaults, 6.9.1 window limit).
 const (
@@ -50,9 +50,9 @@ type clientConn struct {
 	// Write side: wmu guards the Framer's write half, bw, enc and hbuf.
 	wmu     sync.Mutex
 	waiting atomic.Int32 // writers waiting for wmu: the last one out flushes
-	bw      *bufio.Writer
+	bw      *connWriter
 	fr      *http2.Framer // its read half belongs to the reader goroutine
-	br      *bufio.Reader // the Framer's reader, which the reader goroutine reads DATA from
+	br      *connReader   // the Framer's reader, which the reader goroutine reads DATA from
 	enc     *hpack.Encoder
 	hbuf    bytes.Buffer
 	werr    error // sticky write error
@@ -112,7 +112,7 @@ func dialConn(ctx context.Context, cfg *ClientConfig, tc *tls.Config) (*clientCo
 		cfg:        cfg,
 		nc:         nc,
 		done:       make(chan struct{}),
-		bw:         bufio.NewWriterSize(nc, connBufferSize),
+		bw:         newConnWriter(nc),
 		pingAck:    make(chan struct{}, 1),
 		streams:    make(map[uint32]*h2stream),
 		nextID:     1,
@@ -122,7 +122,7 @@ func dialConn(ctx context.Context, cfg *ClientConfig, tc *tls.Config) (*clientCo
 		frameSize:  initialPeerFrameSize,
 	}
 	cc.cond = sync.NewCond(&cc.mu)
-	cc.br = bufio.NewReaderSize(nc, connBufferSize)
+	cc.br = newConnReader(nc)
 	cc.fr = http2.NewFramer(cc.bw, cc.br)
 	cc.fr.SetReuseFrames()
 	// We do not raise SETTINGS_MAX_FRAME_SIZE: a larger frame is a FRAME_SIZE_ERROR.

@@ -1,7 +1,6 @@
 package h2grpc
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -14,10 +13,6 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
-
-// serverBufferSize is the size of a server connection's read and write buffers: a read system
-// call takes several 16 KiB frames when they are waiting, and a write sends several.
-const serverBufferSize = 64 << 10
 
 // initialWindow is HTTP/2's initial window for both directions before SETTINGS (RFC 9113
 // section 6.9.2), and maxFrameDefault its initial SETTINGS_MAX_FRAME_SIZE (section 6.5.2).
@@ -42,14 +37,14 @@ type serverConn struct {
 	s      *Server
 	nc     net.Conn
 	fr     *http2.Framer
-	br     *bufio.Reader
+	br     *connReader
 	ctx    context.Context // streams' contexts derive from it; cancelled when the connection ends
 	cancel context.CancelFunc
 
 	// writer (server_write.go)
 	wmu          sync.Mutex
 	waiters      atomic.Int32 // goroutines waiting for wmu
-	bw           *bufio.Writer
+	bw           *connWriter
 	henc         *hpack.Encoder // writes into hbuf
 	hbuf         bytes.Buffer
 	dataHdr      [9]byte
@@ -81,8 +76,8 @@ func newServerConn(s *Server, nc net.Conn) *serverConn {
 	sc := &serverConn{
 		s:           s,
 		nc:          nc,
-		br:          bufio.NewReaderSize(nc, serverBufferSize),
-		bw:          bufio.NewWriterSize(nc, serverBufferSize),
+		br:          newConnReader(nc),
+		bw:          newConnWriter(nc),
 		streams:     map[uint32]*ServerStream{},
 		connSend:    initialWindow,
 		peerInitWin: initialWindow,

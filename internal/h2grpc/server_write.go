@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// All frames of a server connection go through one bufio.Writer under wmu. The goroutine that
-// leaves the lock flushes when no other is waiting for it: writers queued behind each other
+// All frames of a server connection go through one connWriter (connbuf.go) under wmu. The
+// goroutine that leaves the lock flushes when no other is waiting for it: writers queued behind each other
 // share one write system call, and the last one out always flushes, so nothing stays behind
 // in the buffer. A write returns once its bytes are in the buffer and (by itself or the next
 // writer) on their way to the socket.
