@@ -6,7 +6,10 @@ package meshgen
 
 import (
 	"encoding/json"
+	"fmt"
+	"os/exec"
 	"reflect"
+	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -23,7 +26,11 @@ const (
 func Build() (map[string][]byte, error) {
 	pc := (&meshv1alpha1.ProxyConfig{}).ProtoReflect().Descriptor()
 	mc := (&meshv1alpha1.MeshConfig{}).ProtoReflect().Descriptor()
-	src, err := goSource("meshapi", pc, hasJSONShim, hasDeepCopy)
+	version, err := apiVersion()
+	if err != nil {
+		return nil, err
+	}
+	src, err := goSource("meshapi", version, pc, hasJSONShim, hasDeepCopy)
 	if err != nil {
 		return nil, err
 	}
@@ -53,4 +60,13 @@ func hasDeepCopy(name protoreflect.FullName) bool {
 	}
 	_, ok := reflect.TypeOf(mt.New().Interface()).MethodByName("DeepCopy")
 	return ok
+}
+
+// apiVersion is the version of istio.io/api in go.mod (Istio tags its API with its release).
+func apiVersion() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "istio.io/api").Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m istio.io/api: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
