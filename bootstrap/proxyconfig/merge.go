@@ -15,7 +15,7 @@ import (
 // messages (meshapi's descriptors), as it ran on istio.io/api's generated ones.
 func mergeProxyConfig(base *meshapi.ProxyConfig, layer protoreflect.Message) error {
 	orig := base.GetProxyMetadata()
-	dst, err := meshapi.ToDynamic(base)
+	dst, err := meshapi.ToDynamicOf(base, layer.Descriptor())
 	if err != nil {
 		return err
 	}

@@ -24,10 +24,20 @@ type oneofHolder interface {
 // ToDynamic returns a dynamic message of x's proto type holding x's fields. A nil x gives an empty
 // message. Well-known types (durations, wrappers) are carried over through their wire bytes.
 func ToDynamic(x Message) (*dynamicpb.Message, error) {
-	m, err := NewDynamic(x.protoName())
+	md, err := Descriptor(x.protoName())
 	if err != nil {
 		return nil, err
 	}
+	return ToDynamicOf(x, md)
+}
+
+// ToDynamicOf is ToDynamic into a message of descriptor md (of x's proto type), for a message
+// that must share descriptors with another one (a merge).
+func ToDynamicOf(x Message, md protoreflect.MessageDescriptor) (*dynamicpb.Message, error) {
+	if md.FullName() != x.protoName() {
+		return nil, fmt.Errorf("meshapi: %s descriptor given for %s", md.FullName(), x.protoName())
+	}
+	m := dynamicpb.NewMessage(md)
 	v := reflect.ValueOf(x)
 	if v.IsNil() {
 		return m, nil

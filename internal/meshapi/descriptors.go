@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"weak"
 
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/runtime/protoimpl"
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
@@ -28,11 +28,39 @@ const (
 	MeshConfigName  protoreflect.FullName = "istio.mesh.v1alpha1.MeshConfig"
 )
 
-// loadFiles parses the embedded set once, on first use (not at init: `pilot-agent version` and
-// the other commands that read no ProxyConfig pay nothing).
-var loadFiles = sync.OnceValues(func() (*protoregistry.Files, error) { return parseSet(meshDescriptors) })
+// registryCache holds the descriptors built from meshDescriptors weakly: they are needed while
+// the ProxyConfig is loaded and the bootstrap rendered, at start-up, and not while the agent
+// idles, when they (~350 KB of heap once ProxyConfig and MeshConfig are fully built) are
+// collected. Every descriptor keeps its registry alive, so all descriptors in use at any time
+// come from one registry and dynamic messages built at different times mix safely.
+var registryCache struct {
+	mu    sync.Mutex
+	files weak.Pointer[protoregistry.Files] // guarded by mu
+}
 
-func parseSet(gz []byte) (*protoregistry.Files, error) {
+// loadFiles returns the registry of the embedded descriptors, building it when none is alive.
+func loadFiles() (*protoregistry.Files, error) {
+	registryCache.mu.Lock()
+	defer registryCache.mu.Unlock()
+	if f := registryCache.files.Value(); f != nil {
+		return f, nil
+	}
+	f, err := buildFiles(meshDescriptors)
+	if err != nil {
+		return nil, err
+	}
+	registryCache.files = weak.Make(f)
+	return f, nil
+}
+
+// buildFiles builds descriptors from a gzip-compressed FileDescriptorSet with protoimpl's
+// DescBuilder, the builder protoc-gen-go's generated code uses for its raw descriptors, into a
+// registry of its own (nothing is registered globally). Unlike protodesc it needs no
+// descriptorpb (whose own descriptors, once built, stay in the heap for good: ~80 KB) and
+// builds each file's fields lazily, on first use. It trusts its input, which is generated
+// (TestDescriptorsMatchIstio checks it against istio.io/api's), and panics on a malformed one:
+// that is turned into an error.
+func buildFiles(gz []byte) (files *protoregistry.Files, err error) {
 	zr, err := gzip.NewReader(bytes.NewReader(gz))
 	if err != nil {
 		return nil, fmt.Errorf("mesh descriptors: %w", err)
@@ -41,16 +69,38 @@ func parseSet(gz []byte) (*protoregistry.Files, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mesh descriptors: %w", err)
 	}
-	set := &descriptorpb.FileDescriptorSet{}
-	if err := proto.Unmarshal(raw, set); err != nil {
-		return nil, fmt.Errorf("mesh descriptors: %w", err)
-	}
-	files, err := protodesc.NewFiles(set)
-	if err != nil {
-		return nil, fmt.Errorf("mesh descriptors: %w", err)
+	defer func() {
+		if r := recover(); r != nil {
+			files, err = nil, fmt.Errorf("mesh descriptors: %v", r)
+		}
+	}()
+	files = new(protoregistry.Files)
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return nil, fmt.Errorf("mesh descriptors: %w", protowire.ParseError(n))
+		}
+		raw = raw[n:]
+		if num == fileDescriptorSetFile && typ == protowire.BytesType {
+			file, n := protowire.ConsumeBytes(raw)
+			if n < 0 {
+				return nil, fmt.Errorf("mesh descriptors: %w", protowire.ParseError(n))
+			}
+			protoimpl.DescBuilder{RawDescriptor: file, FileRegistry: files}.Build()
+			raw = raw[n:]
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, raw)
+		if n < 0 {
+			return nil, fmt.Errorf("mesh descriptors: %w", protowire.ParseError(n))
+		}
+		raw = raw[n:]
 	}
 	return files, nil
 }
+
+// fileDescriptorSetFile is the number of google.protobuf.FileDescriptorSet's repeated file field.
+const fileDescriptorSetFile = 1
 
 // Descriptor returns the descriptor of the named message from the embedded set.
 func Descriptor(name protoreflect.FullName) (protoreflect.MessageDescriptor, error) {

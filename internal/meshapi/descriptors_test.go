@@ -1,6 +1,9 @@
 package meshapi
 
 import (
+	"bytes"
+	"compress/gzip"
+	"runtime"
 	"testing"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -97,4 +100,54 @@ func oneofName(fd protoreflect.FieldDescriptor) protoreflect.Name {
 		return od.Name()
 	}
 	return ""
+}
+
+// TestDescriptorsHeldWeakly: the descriptors are collected once nothing uses them (they cost
+// heap only at start-up), and while any is in use every lookup gives the same descriptors, so
+// messages made at different times share them.
+func TestDescriptorsHeldWeakly(t *testing.T) {
+	md, err := Descriptor(ProxyConfigName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.GC()
+	again, err := Descriptor(ProxyConfigName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != md {
+		t.Fatal("a descriptor in use did not keep its registry: two registries at once")
+	}
+	runtime.KeepAlive(md)
+	md, again = nil, nil
+	collected := false
+	for range 10 { // a few cycles: the weak pointer is cleared once the registry is unreachable
+		runtime.GC()
+		registryCache.mu.Lock()
+		collected = registryCache.files.Value() == nil
+		registryCache.mu.Unlock()
+		if collected {
+			break
+		}
+	}
+	if !collected {
+		t.Fatal("descriptors still held after every user dropped them")
+	}
+	if _, err := Descriptor(MeshConfigName); err != nil {
+		t.Fatalf("rebuild after collection: %v", err)
+	}
+}
+
+func TestBuildFilesRefusesCorruptSet(t *testing.T) {
+	if _, err := buildFiles([]byte("not gzip")); err == nil {
+		t.Fatal("want error")
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write([]byte{0x0a, 0x05, 0x0a, 0x01}) // file field claiming 5 bytes, 2 present
+	zw.Close()
+	if _, err := buildFiles(buf.Bytes()); err == nil {
+		t.Fatal("want error for a truncated set")
+	}
 }
