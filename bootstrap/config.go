@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"time"
 
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // NodeType is the first field of the node id.
@@ -64,7 +64,7 @@ type Config struct {
 	ServiceAccount string   // SERVICE_ACCOUNT
 
 	// ProxyConfig is the effective ProxyConfig (see proxyconfig.LoadProxyConfig). Required.
-	ProxyConfig *meshv1alpha1.ProxyConfig
+	ProxyConfig *meshapi.ProxyConfig
 
 	// Env is the process environment (os.Environ form). The render reads ISTIO_META_*,
 	// ISTIO_METAJSON_* and DNS_PROXY_ADDR from it, and nothing else.

@@ -7,14 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
-
 	"github.com/wingman-mesh/wingman/bootstrap/envoyproto"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 func TestCustomTemplate(t *testing.T) {
 	cfg := baseConfig(t)
-	cfg.ProxyConfig.Tracing = &meshv1alpha1.Tracing{Tracer: &meshv1alpha1.Tracing_Zipkin_{Zipkin: &meshv1alpha1.Tracing_Zipkin{Address: "zipkin.istio-system:9411"}}}
+	cfg.ProxyConfig.Tracing = &meshapi.Tracing{Tracer: &meshapi.Tracing_Zipkin_{Zipkin: &meshapi.Tracing_Zipkin{Address: "zipkin.istio-system:9411"}}}
 	cfg.ProxyConfig.ExtraStatTags = []string{"request_host"}
 	got, err := RenderTemplate(cfg, "testdata/custom_template.tmpl.json")
 	if err != nil {
@@ -174,10 +173,10 @@ func TestBadInput(t *testing.T) {
 		"bad POD_PORTS": {func(c *Config) { c.Env = append(c.Env, "ISTIO_META_POD_PORTS=notjson") }, []string{"POD_PORTS"}},
 		"bad METAJSON":  {func(c *Config) { c.Env = append(c.Env, "ISTIO_METAJSON_LABELS={bad") }, []string{"ISTIO_METAJSON_LABELS"}},
 		"bad tracer addr": {func(c *Config) {
-			c.ProxyConfig.Tracing = &meshv1alpha1.Tracing{Tracer: &meshv1alpha1.Tracing_Zipkin_{Zipkin: &meshv1alpha1.Tracing_Zipkin{Address: "nozipkinport"}}}
+			c.ProxyConfig.Tracing = &meshapi.Tracing{Tracer: &meshapi.Tracing_Zipkin_{Zipkin: &meshapi.Tracing_Zipkin{Address: "nozipkinport"}}}
 		}, []string{"tracing.zipkin.address"}},
 		"stackdriver without project": {func(c *Config) {
-			c.ProxyConfig.Tracing = &meshv1alpha1.Tracing{Tracer: &meshv1alpha1.Tracing_Stackdriver_{Stackdriver: &meshv1alpha1.Tracing_Stackdriver{}}}
+			c.ProxyConfig.Tracing = &meshapi.Tracing{Tracer: &meshapi.Tracing_Stackdriver_{Stackdriver: &meshapi.Tracing_Stackdriver{}}}
 		}, []string{"tracing.stackdriver"}},
 		"bad labels file": {func(c *Config) { must(t, os.WriteFile(c.LabelsFile, []byte("garbage"), 0o600)) }, []string{"labels", "line 1"}},
 		"bad histogram annotation": {func(c *Config) {

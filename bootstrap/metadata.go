@@ -10,9 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
-
 	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 const (
@@ -148,7 +147,7 @@ func setAgentFacts(m *Metadata, cfg Config, ips []string) error {
 	if len(cfg.PlatformMetadata) > 0 {
 		m.PlatformMetadata = maps.Clone(cfg.PlatformMetadata)
 	}
-	if pc.GetControlPlaneAuthPolicy() == meshv1alpha1.AuthenticationPolicy_MUTUAL_TLS {
+	if pc.GetControlPlaneAuthPolicy() == meshapi.AuthenticationPolicy_MUTUAL_TLS {
 		host, _, err := net.SplitHostPort(pc.GetDiscoveryAddress())
 		if err != nil {
 			return fmt.Errorf("ProxyConfig field discoveryAddress %q: %w", pc.GetDiscoveryAddress(), err)

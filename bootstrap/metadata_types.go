@@ -8,7 +8,8 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // StringBool is a bool encoded as the JSON string "true"/"false", as Istiod expects.
@@ -87,11 +88,11 @@ func (l *PodPortList) UnmarshalJSON(b []byte) error {
 }
 
 // ProxyConfigJSON is the ProxyConfig carried in metadata as a JSON object (protojson field names).
-type ProxyConfigJSON struct{ *meshv1alpha1.ProxyConfig }
+type ProxyConfigJSON struct{ *meshapi.ProxyConfig }
 
 // MarshalJSON implements json.Marshaler.
 func (p ProxyConfigJSON) MarshalJSON() ([]byte, error) {
-	b, err := protojson.Marshal(p.ProxyConfig)
+	b, err := meshapi.MarshalProtoJSON(p.ProxyConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +105,8 @@ func (p ProxyConfigJSON) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (p *ProxyConfigJSON) UnmarshalJSON(b []byte) error {
-	p.ProxyConfig = &meshv1alpha1.ProxyConfig{}
-	return (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, p.ProxyConfig)
+	p.ProxyConfig = &meshapi.ProxyConfig{}
+	return meshapi.UnmarshalProtoJSON(b, p.ProxyConfig, protojson.UnmarshalOptions{DiscardUnknown: true})
 }
 
 // Metadata is the typed node metadata (Istio's NodeMetadata + BootstrapNodeMetadata), key for key and

@@ -3,7 +3,7 @@ package bootstrap
 import (
 	"strings"
 
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 const canonicalNameLabel = "service.istio.io/canonical-name"
@@ -11,17 +11,17 @@ const canonicalNameLabel = "service.istio.io/canonical-name"
 // serviceCluster is Istio's getServiceCluster: an explicit serviceCluster other than the default
 // wins; otherwise the tracingServiceName mode picks app label / canonical name, then the workload
 // name, then istio-proxy, qualified by namespace.
-func serviceCluster(pc *meshv1alpha1.ProxyConfig, m *Metadata, ns string) string {
-	if sc, ok := pc.GetClusterName().(*meshv1alpha1.ProxyConfig_ServiceCluster); ok && sc.ServiceCluster != "istio-proxy" && sc.ServiceCluster != "" {
+func serviceCluster(pc *meshapi.ProxyConfig, m *Metadata, ns string) string {
+	if sc, ok := pc.GetClusterName().(*meshapi.ProxyConfig_ServiceCluster); ok && sc.ServiceCluster != "istio-proxy" && sc.ServiceCluster != "" {
 		return sc.ServiceCluster
 	}
 	name := m.Labels["app"]
 	switch pc.GetTracingServiceName() {
-	case meshv1alpha1.ProxyConfig_CANONICAL_NAME_ONLY:
+	case meshapi.ProxyConfig_CANONICAL_NAME_ONLY:
 		if c := m.Labels[canonicalNameLabel]; c != "" {
 			return c
 		}
-	case meshv1alpha1.ProxyConfig_CANONICAL_NAME_AND_NAMESPACE:
+	case meshapi.ProxyConfig_CANONICAL_NAME_AND_NAMESPACE:
 		if c := m.Labels[canonicalNameLabel]; c != "" {
 			name = c
 		}

@@ -10,10 +10,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
-	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 
 	"github.com/wingman-mesh/wingman/bootstrap/envoyproto"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // parityCases are the input sets of TestTemplateParity: the golden cases plus one per feature.
@@ -36,12 +35,12 @@ func parityCases(t testing.TB) map[string]Config {
 	cases["self_discovery"] = c
 
 	c = baseConfig(t)
-	c.ProxyConfig.EnvoyAccessLogService = &meshv1alpha1.RemoteService{
+	c.ProxyConfig.EnvoyAccessLogService = &meshapi.RemoteService{
 		Address:      "als.istio-system:15000",
-		TlsSettings:  &networkingv1alpha3.ClientTLSSettings{Mode: networkingv1alpha3.ClientTLSSettings_ISTIO_MUTUAL},
-		TcpKeepalive: &networkingv1alpha3.ConnectionPoolSettings_TCPSettings_TcpKeepalive{Probes: 3, Time: durationpb.New(60e9), Interval: durationpb.New(10e9)},
+		TlsSettings:  &meshapi.ClientTLSSettings{Mode: meshapi.ClientTLSSettings_ISTIO_MUTUAL},
+		TcpKeepalive: &meshapi.ConnectionPoolSettings_TCPSettings_TcpKeepalive{Probes: 3, Time: durationpb.New(60e9), Interval: durationpb.New(10e9)},
 	}
-	c.ProxyConfig.EnvoyMetricsService = &meshv1alpha1.RemoteService{Address: "$(HOST_IP):15001"}
+	c.ProxyConfig.EnvoyMetricsService = &meshapi.RemoteService{Address: "$(HOST_IP):15001"}
 	cases["als_and_metrics_service"] = c
 
 	c = baseConfig(t)
@@ -49,7 +48,7 @@ func parityCases(t testing.TB) map[string]Config {
 	cases["statsd_by_name"] = c
 
 	c = baseConfig(t)
-	c.ProxyConfig.ConnectionSettings = &meshv1alpha1.ProxyConfig_ConnectionSettings{GlobalDownstreamConnectionLimit: wrapperspb.Int32(5000)}
+	c.ProxyConfig.ConnectionSettings = &meshapi.ProxyConfig_ConnectionSettings{GlobalDownstreamConnectionLimit: wrapperspb.Int32(5000)}
 	c.ProxyConfig.ProxyMetadata = map[string]string{"ISTIO_META_GLOBAL_DOWNSTREAM_MAX_CONNECTIONS": "100"}
 	c.KeepFragmentInPath = true
 	c.FIPS = true
@@ -260,17 +259,17 @@ func TestWriteLightstepToken(t *testing.T) {
 // TestEffectiveTemplatePath: Istio's precedence, and Istio's own template path means the typed
 // render (which produces Istio's default bootstrap).
 func TestEffectiveTemplatePath(t *testing.T) {
-	pc := &meshv1alpha1.ProxyConfig{ProxyBootstrapTemplatePath: "/etc/pc.tmpl"}
+	pc := &meshapi.ProxyConfig{ProxyBootstrapTemplatePath: "/etc/pc.tmpl"}
 	for _, c := range []struct {
 		env, flag string
-		pc        *meshv1alpha1.ProxyConfig
+		pc        *meshapi.ProxyConfig
 		want      string
 	}{
 		{"/env.tmpl", "/flag.tmpl", pc, "/env.tmpl"},
 		{"", "/flag.tmpl", pc, "/flag.tmpl"},
 		{"", "", pc, "/etc/pc.tmpl"},
-		{"", "", &meshv1alpha1.ProxyConfig{}, ""},
-		{"", "", &meshv1alpha1.ProxyConfig{ProxyBootstrapTemplatePath: DefaultTemplatePath}, ""},
+		{"", "", &meshapi.ProxyConfig{}, ""},
+		{"", "", &meshapi.ProxyConfig{ProxyBootstrapTemplatePath: DefaultTemplatePath}, ""},
 		{"", "/var/lib/istio/envoy/envoy_bootstrap_tmpl.json", nil, ""},
 	} {
 		if got := EffectiveTemplatePath(c.env, c.flag, c.pc); got != c.want {

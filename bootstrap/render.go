@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // Render produces the Envoy bootstrap JSON for cfg (Istio's default template, as typed values).
@@ -36,7 +36,7 @@ func Build(cfg Config) (*Bootstrap, error) {
 // state is what one render derives from Config before building; immutable once newState returns.
 type state struct {
 	cfg        Config
-	pc         *meshv1alpha1.ProxyConfig
+	pc         *meshapi.ProxyConfig
 	ips        []string
 	mode       ipMode
 	nodeID     string

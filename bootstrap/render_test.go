@@ -9,11 +9,10 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
-	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 
 	"github.com/wingman-mesh/wingman/bootstrap/envoyproto"
 	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.json")
@@ -74,26 +73,26 @@ func goldenCases(t testing.TB) map[string]Config {
 	cases["dns_capture"] = c
 
 	c = baseConfig(t)
-	c.ProxyConfig.Tracing = &meshv1alpha1.Tracing{Tracer: &meshv1alpha1.Tracing_Zipkin_{Zipkin: &meshv1alpha1.Tracing_Zipkin{Address: "zipkin.istio-system:9411"}}}
+	c.ProxyConfig.Tracing = &meshapi.Tracing{Tracer: &meshapi.Tracing_Zipkin_{Zipkin: &meshapi.Tracing_Zipkin{Address: "zipkin.istio-system:9411"}}}
 	cases["tracing_zipkin"] = c
 
 	c = baseConfig(t)
-	c.ProxyConfig.Tracing = &meshv1alpha1.Tracing{
-		Tracer:      &meshv1alpha1.Tracing_Lightstep_{Lightstep: &meshv1alpha1.Tracing_Lightstep{Address: "lightstep-satellite:443", AccessToken: "tok"}},
-		TlsSettings: &networkingv1alpha3.ClientTLSSettings{Mode: networkingv1alpha3.ClientTLSSettings_ISTIO_MUTUAL},
+	c.ProxyConfig.Tracing = &meshapi.Tracing{
+		Tracer:      &meshapi.Tracing_Lightstep_{Lightstep: &meshapi.Tracing_Lightstep{Address: "lightstep-satellite:443", AccessToken: "tok"}},
+		TlsSettings: &meshapi.ClientTLSSettings{Mode: meshapi.ClientTLSSettings_ISTIO_MUTUAL},
 	}
 	cases["tracing_lightstep"] = c
 
 	c = baseConfig(t)
-	c.ProxyConfig.Tracing = &meshv1alpha1.Tracing{Tracer: &meshv1alpha1.Tracing_Datadog_{Datadog: &meshv1alpha1.Tracing_Datadog{Address: "$(HOST_IP):8126"}}}
+	c.ProxyConfig.Tracing = &meshapi.Tracing{Tracer: &meshapi.Tracing_Datadog_{Datadog: &meshapi.Tracing_Datadog{Address: "$(HOST_IP):8126"}}}
 	cases["tracing_datadog"] = c
 
 	c = baseConfig(t)
-	c.ProxyConfig.Tracing = &meshv1alpha1.Tracing{}
+	c.ProxyConfig.Tracing = &meshapi.Tracing{}
 	cases["tracing_none"] = c
 
 	c = baseConfig(t)
-	c.ProxyConfig.ProxyStatsMatcher = &meshv1alpha1.ProxyConfig_ProxyStatsMatcher{
+	c.ProxyConfig.ProxyStatsMatcher = &meshapi.ProxyConfig_ProxyStatsMatcher{
 		InclusionPrefixes: []string{"cluster.outbound", "upstream_cx_{pod_ip}"},
 		InclusionSuffixes: []string{"upstream_rq_timeout"},
 		InclusionRegexps:  []string{`http\.[0-9]*\.downstream_rq_time`},
@@ -126,7 +125,7 @@ func goldenCases(t testing.TB) map[string]Config {
 	c.NodeType = Router
 	c.PodName = "istio-ingressgateway-5f9"
 	c.PodNamespace = "istio-system"
-	c.ProxyConfig.ClusterName = &meshv1alpha1.ProxyConfig_ServiceCluster{ServiceCluster: "istio-ingressgateway"}
+	c.ProxyConfig.ClusterName = &meshapi.ProxyConfig_ServiceCluster{ServiceCluster: "istio-ingressgateway"}
 	c.Delta = false
 	c.StatusPortProxyProtocol = true
 	c.LogAsJSON = true

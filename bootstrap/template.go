@@ -9,8 +9,9 @@ import (
 	"strings"
 	"text/template"
 
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // RenderTemplate renders a custom bootstrap template (ISTIO_BOOTSTRAP, --templateFile or
@@ -242,7 +243,7 @@ func (st *state) templateParams() (map[string]any, error) {
 	}
 	for _, svc := range []struct {
 		key, name, field string
-		rs               *meshv1alpha1.RemoteService
+		rs               *meshapi.RemoteService
 	}{
 		{"envoy_metrics_service", "envoy_metrics_service", "envoyMetricsService", st.pc.GetEnvoyMetricsService()},
 		{"envoy_accesslog_service", "envoy_accesslog_service", "envoyAccessLogService", st.pc.GetEnvoyAccessLogService()},
@@ -266,7 +267,7 @@ func (st *state) templateParams() (map[string]any, error) {
 			}
 		}
 	}
-	if sd, ok := st.pc.GetTracing().GetTracer().(*meshv1alpha1.Tracing_Stackdriver_); ok {
+	if sd, ok := st.pc.GetTracing().GetTracer().(*meshapi.Tracing_Stackdriver_); ok {
 		p["stackdriver"] = true
 		p["stackdriverProjectID"] = st.cfg.PlatformMetadata["gcp_project"]
 		p["stackdriverDebug"] = sd.Stackdriver.GetDebug()
@@ -307,7 +308,7 @@ const DefaultTemplatePath = "./var/lib/istio/envoy/envoy_bootstrap_tmpl.json"
 // precedence: ISTIO_BOOTSTRAP > --templateFile (Istio copies the flag into
 // proxyBootstrapTemplatePath) > ProxyConfig proxyBootstrapTemplatePath. A customConfigFile is not a
 // template: Istio hands it to Envoy as is, and so does cmd.
-func EffectiveTemplatePath(istioBootstrapEnv, templateFileFlag string, pc *meshv1alpha1.ProxyConfig) string {
+func EffectiveTemplatePath(istioBootstrapEnv, templateFileFlag string, pc *meshapi.ProxyConfig) string {
 	p := istioBootstrapEnv
 	if p == "" {
 		p = templateFileFlag

@@ -10,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
-	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 func (st *state) logger() *slog.Logger {
@@ -35,20 +34,20 @@ func (st *state) tracing() (*Tracing, *Cluster, error) {
 	switch tr := t.GetTracer().(type) {
 	case nil:
 		return nil, nil, nil
-	case *meshv1alpha1.Tracing_Zipkin_:
+	case *meshapi.Tracing_Zipkin_:
 		name, clusterName, field, addr = "envoy.tracers.zipkin", "zipkin", "tracing.zipkin.address", tr.Zipkin.GetAddress()
 		cfg = map[string]any{
 			"@type": typeZipkin, "collector_cluster": clusterName, "collector_endpoint": "/api/v2/spans",
 			"collector_endpoint_version": "HTTP_JSON", "trace_id_128bit": true, "shared_span_context": false,
 		}
-	case *meshv1alpha1.Tracing_Lightstep_:
+	case *meshapi.Tracing_Lightstep_:
 		name, clusterName, field, addr = "envoy.tracers.lightstep", "lightstep", "tracing.lightstep.address", tr.Lightstep.GetAddress()
 		cfg = map[string]any{"@type": typeLightstep, "collector_cluster": clusterName, "access_token_file": st.LightstepTokenPath()}
 		h2 = true
-	case *meshv1alpha1.Tracing_Datadog_:
+	case *meshapi.Tracing_Datadog_:
 		name, clusterName, field, addr = "envoy.tracers.datadog", "datadog_agent", "tracing.datadog.address", tr.Datadog.GetAddress()
 		cfg = map[string]any{"@type": typeDatadog, "collector_cluster": clusterName, "service_name": st.cluster}
-	case *meshv1alpha1.Tracing_Stackdriver_:
+	case *meshapi.Tracing_Stackdriver_:
 		// Istio's default template renders nothing for Stackdriver, but start-up needs a GCP project.
 		if st.cfg.PlatformMetadata["gcp_project"] == "" {
 			return nil, nil, fmt.Errorf("bootstrap: ProxyConfig field tracing.stackdriver: needs GCP project metadata (PlatformMetadata gcp_project), none found")
@@ -89,7 +88,7 @@ func (st *state) LightstepTokenPath() string {
 }
 
 // tlsTransportSocket renders a ClientTLSSettings as an UpstreamTlsContext whose secrets come from SDS.
-func tlsTransportSocket(tls *networkingv1alpha3.ClientTLSSettings, defaultSNI, field string) (*TypedExtension, error) {
+func tlsTransportSocket(tls *meshapi.ClientTLSSettings, defaultSNI, field string) (*TypedExtension, error) {
 	sds := func(name string) map[string]any {
 		return map[string]any{"name": name, "sds_config": map[string]any{
 			"api_config_source": map[string]any{
@@ -101,16 +100,16 @@ func tlsTransportSocket(tls *networkingv1alpha3.ClientTLSSettings, defaultSNI, f
 	}
 	common := map[string]any{}
 	switch tls.GetMode() {
-	case networkingv1alpha3.ClientTLSSettings_DISABLE:
+	case meshapi.ClientTLSSettings_DISABLE:
 		return nil, nil
-	case networkingv1alpha3.ClientTLSSettings_ISTIO_MUTUAL:
+	case meshapi.ClientTLSSettings_ISTIO_MUTUAL:
 		common["tls_certificate_sds_secret_configs"] = []any{sds("default")}
 		common["combined_validation_context"] = map[string]any{
 			"default_validation_context":           map[string]any{},
 			"validation_context_sds_secret_config": sds("ROOTCA"),
 		}
-	case networkingv1alpha3.ClientTLSSettings_MUTUAL, networkingv1alpha3.ClientTLSSettings_SIMPLE:
-		if tls.GetMode() == networkingv1alpha3.ClientTLSSettings_MUTUAL {
+	case meshapi.ClientTLSSettings_MUTUAL, meshapi.ClientTLSSettings_SIMPLE:
+		if tls.GetMode() == meshapi.ClientTLSSettings_MUTUAL {
 			if tls.GetClientCertificate() == "" || tls.GetPrivateKey() == "" {
 				return nil, fmt.Errorf("bootstrap: ProxyConfig field %s: MUTUAL needs clientCertificate and privateKey", field)
 			}
@@ -145,7 +144,7 @@ func tlsTransportSocket(tls *networkingv1alpha3.ClientTLSSettings, defaultSNI, f
 
 // remoteServiceCluster is the STRICT_DNS HTTP/2 cluster of a gRPC service ProxyConfig names
 // (envoyMetricsService, envoyAccessLogService), with its TLS and TCP keepalive settings.
-func (st *state) remoteServiceCluster(name, field string, rs *meshv1alpha1.RemoteService) (*Cluster, error) {
+func (st *state) remoteServiceCluster(name, field string, rs *meshapi.RemoteService) (*Cluster, error) {
 	sa, err := st.hostPort(field+".address", rs.GetAddress())
 	if err != nil {
 		return nil, err
@@ -244,8 +243,8 @@ func (st *state) statsdAddress() (*SocketAddress, error) {
 // WriteLightstepToken writes the Lightstep access token where the rendered bootstrap tells Envoy
 // to read it (<configPath>/lightstep_access_token.txt), as Istio's agent does before rendering;
 // it does nothing unless the tracer is Lightstep.
-func WriteLightstepToken(pc *meshv1alpha1.ProxyConfig) error {
-	ls, ok := pc.GetTracing().GetTracer().(*meshv1alpha1.Tracing_Lightstep_)
+func WriteLightstepToken(pc *meshapi.ProxyConfig) error {
+	ls, ok := pc.GetTracing().GetTracer().(*meshapi.Tracing_Lightstep_)
 	if !ok {
 		return nil
 	}

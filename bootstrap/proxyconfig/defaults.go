@@ -4,7 +4,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // Defaults Istio applies when nothing else is said (pkg/config/mesh DefaultProxyConfig).
@@ -19,16 +20,16 @@ const (
 )
 
 // Default returns a fresh ProxyConfig holding Istio's built-in defaults. The caller owns it.
-func Default() *meshv1alpha1.ProxyConfig {
-	return &meshv1alpha1.ProxyConfig{
+func Default() *meshapi.ProxyConfig {
+	return &meshapi.ProxyConfig{
 		ConfigPath:               DefaultConfigPath,
 		BinaryPath:               DefaultBinaryPath,
-		ClusterName:              &meshv1alpha1.ProxyConfig_ServiceCluster{ServiceCluster: DefaultServiceCluster},
+		ClusterName:              &meshapi.ProxyConfig_ServiceCluster{ServiceCluster: DefaultServiceCluster},
 		DrainDuration:            durationpb.New(45 * time.Second),
 		TerminationDrainDuration: durationpb.New(5 * time.Second),
 		ProxyAdminPort:           DefaultProxyAdminPort,
 		StatusPort:               DefaultStatusPort,
-		ControlPlaneAuthPolicy:   meshv1alpha1.AuthenticationPolicy_MUTUAL_TLS,
+		ControlPlaneAuthPolicy:   meshapi.AuthenticationPolicy_MUTUAL_TLS,
 		DiscoveryAddress:         DefaultDiscoveryAddress,
 		StatNameLength:           DefaultStatNameLength,
 	}

@@ -3,12 +3,18 @@ package proxyconfig
 import (
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // FuzzProxyConfig feeds outside bytes (PROXY_CONFIG, the annotation, the mesh file) through every
 // parser of this package: none may panic, and an accepted document must leave a valid config.
+// Each document is also parsed into istio.io/api's generated ProxyConfig and MeshConfig with the
+// same rules: both must accept or refuse it alike, with the same error, and give the same config.
 func FuzzProxyConfig(f *testing.F) {
 	for _, s := range []string{
 		`{"statusPort": 15030, "proxyMetadata": {"B": "env"}}`,
@@ -17,6 +23,10 @@ func FuzzProxyConfig(f *testing.F) {
 		`{"tracing":{"datadog":{"address":"$(HOST_IP):8126"}},"drainDuration":"5s"}`,
 		"[1, 2]", "null", "", "a: [", `{"concurrency": -1}`,
 		`proxy.istio.io/config="statusPort: 1"`,
+		`{"clusterName": "x", "tracingServiceName": "CANONICAL_NAME_ONLY", "proxyHeaders": {"server": {"disabled": true}}}`,
+		`{"readinessProbe": {"httpGet": {"port": 8080, "httpHeaders": [{"name": "a", "value": "b"}]}}, "image": {"imageType": "distroless"}}`,
+		"defaultConfig:\n  tracing:\n    lightstep: {address: 'l:1', accessToken: t}\nenableTracing: true\naccessLogFile: /dev/stdout\n",
+		`{"defaultConfig": {"concurrency": "x"}}`, `{"meshMTLS": {"minProtocolVersion": "TLSV1_3"}, "unknownKnob": 1}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -27,12 +37,48 @@ func FuzzProxyConfig(f *testing.F) {
 				t.Fatalf("accepted layer left an invalid config: %v", err)
 			}
 		}
-		_, _ = parseMeshConfig(doc, "fuzz", nil)
+		ours, errOurs := ParseProxyConfig(doc, "fuzz", nil)
+		theirs := &meshv1alpha1.ProxyConfig{}
+		errTheirs := parseInto(doc, theirs, "fuzz", nil)
+		if errTheirs == nil {
+			errTheirs = checkTracerKeys(doc, "", "fuzz")
+		}
+		sameOutcome(t, "ProxyConfig", errOurs, errTheirs)
+		if errOurs == nil && errTheirs == nil {
+			b, err := meshapi.MarshalProtoJSON(ours)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back := &meshv1alpha1.ProxyConfig{}
+			if err := protojson.Unmarshal(b, back); err != nil {
+				t.Fatalf("our output %s does not parse: %v", b, err)
+			}
+			if !proto.Equal(back, theirs) {
+				t.Fatalf("ProxyConfig differs from istio.io/api's:\nours   %s\ntheirs %v", b, theirs)
+			}
+		}
+		_, errOurs = parseMeshConfig(doc, "fuzz", nil)
+		errTheirs = parseInto(doc, &meshv1alpha1.MeshConfig{}, "mesh config fuzz", nil)
+		if errTheirs == nil {
+			errTheirs = checkTracerKeys(doc, "defaultConfig", "mesh config fuzz")
+		}
+		sameOutcome(t, "MeshConfig", errOurs, errTheirs)
 		if js, err := yaml.YAMLToJSON(doc); err == nil {
-			_ = unknownFields(js, (&meshv1alpha1.ProxyConfig{}).ProtoReflect().Descriptor())
+			md, err := meshapi.Descriptor(meshapi.ProxyConfigName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = unknownFields(js, md)
 		}
 		if ann, err := ParsePodInfo(doc); err == nil {
 			_ = applyAnnotations(Default(), ann, "fuzz", nil)
 		}
 	})
+}
+
+func sameOutcome(t *testing.T, what string, ours, theirs error) {
+	t.Helper()
+	if (ours == nil) != (theirs == nil) || (ours != nil && ours.Error() != theirs.Error()) {
+		t.Fatalf("%s: ours %v, istio.io/api's %v", what, ours, theirs)
+	}
 }

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strconv"
 
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // Annotation names that change the ProxyConfig (istio.io/api/annotation).
@@ -34,12 +34,12 @@ type Sources struct {
 
 // LoadProxyConfig layers the sources over Istio's defaults, with Istio's precedence, and validates the
 // result after each layer so an error names the layer that broke it.
-func LoadProxyConfig(meshConfigFile, proxyConfigEnv, annotationsFile string) (*meshv1alpha1.ProxyConfig, error) {
+func LoadProxyConfig(meshConfigFile, proxyConfigEnv, annotationsFile string) (*meshapi.ProxyConfig, error) {
 	return Load(Sources{MeshConfigFile: meshConfigFile, ProxyConfigEnv: proxyConfigEnv, AnnotationsFile: annotationsFile})
 }
 
 // Load is LoadProxyConfig with a logger.
-func Load(src Sources) (*meshv1alpha1.ProxyConfig, error) {
+func Load(src Sources) (*meshapi.ProxyConfig, error) {
 	log := src.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -58,8 +58,10 @@ func Load(src Sources) (*meshv1alpha1.ProxyConfig, error) {
 			if err != nil {
 				return nil, err
 			}
-			if mesh.GetDefaultConfig() != nil {
-				mergeProxyConfig(pc, mesh.GetDefaultConfig())
+			if dc := defaultConfigOf(mesh); dc != nil {
+				if err := mergeProxyConfig(pc, dc); err != nil {
+					return nil, fmt.Errorf("mesh config %s: defaultConfig: %w", src.MeshConfigFile, err)
+				}
 			}
 			if err := Validate(pc); err != nil {
 				return nil, fmt.Errorf("mesh config %s: defaultConfig: %w", src.MeshConfigFile, err)
@@ -90,7 +92,7 @@ func Load(src Sources) (*meshv1alpha1.ProxyConfig, error) {
 }
 
 // applyAnnotations applies the three annotations that change the ProxyConfig, in Istio's order.
-func applyAnnotations(pc *meshv1alpha1.ProxyConfig, ann map[string]string, file string, log *slog.Logger) error {
+func applyAnnotations(pc *meshapi.ProxyConfig, ann map[string]string, file string, log *slog.Logger) error {
 	if v, ok := ann[AnnotationProxyConfig]; ok && v != "" {
 		src := fmt.Sprintf("annotation %s in %s", AnnotationProxyConfig, file)
 		if err := applyLayer(pc, []byte(v), src, log); err != nil {
@@ -117,12 +119,14 @@ func applyAnnotations(pc *meshv1alpha1.ProxyConfig, ann map[string]string, file 
 }
 
 // applyLayer parses one ProxyConfig document, merges it over pc and validates the result.
-func applyLayer(pc *meshv1alpha1.ProxyConfig, doc []byte, source string, log *slog.Logger) error {
-	layer, err := ParseProxyConfig(doc, source, log)
+func applyLayer(pc *meshapi.ProxyConfig, doc []byte, source string, log *slog.Logger) error {
+	layer, err := parseProxyConfigLayer(doc, source, log)
 	if err != nil {
 		return err
 	}
-	mergeProxyConfig(pc, layer)
+	if err := mergeProxyConfig(pc, layer); err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
 	if err := Validate(pc); err != nil {
 		return fmt.Errorf("%s: %w", source, err)
 	}

@@ -3,26 +3,39 @@ package proxyconfig
 import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
-// mergeProxyConfig lays layer over base with the semantics Istio gets from applying a JSON document
-// onto an existing message: a field the layer sets replaces base's, except that nested messages
-// merge field by field; lists and maps are replaced whole; well-known types (durations, wrappers)
-// are replaced whole. proxyMetadata is the one map merged key by key (Istio's mergeMap).
-func mergeProxyConfig(base, layer *meshv1alpha1.ProxyConfig) {
+// mergeProxyConfig lays layer (a parsed ProxyConfig document, or a mesh file's defaultConfig)
+// over base with the semantics Istio gets from applying a JSON document onto an existing message:
+// a field the layer sets replaces base's, except that nested messages merge field by field; lists
+// and maps are replaced whole; well-known types (durations, wrappers) are replaced whole.
+// proxyMetadata is the one map merged key by key (Istio's mergeMap). The merge runs on dynamic
+// messages (meshapi's descriptors), as it ran on istio.io/api's generated ones.
+func mergeProxyConfig(base *meshapi.ProxyConfig, layer protoreflect.Message) error {
 	orig := base.GetProxyMetadata()
-	mergeMessage(base.ProtoReflect(), layer.ProtoReflect())
-	if len(orig) > 0 && layer.GetProxyMetadata() != nil {
-		merged := make(map[string]string, len(orig)+len(layer.GetProxyMetadata()))
-		for k, v := range orig {
-			merged[k] = v
-		}
-		for k, v := range layer.GetProxyMetadata() {
-			merged[k] = v
-		}
-		base.ProxyMetadata = merged
+	dst, err := meshapi.ToDynamicOf(base, layer.Descriptor())
+	if err != nil {
+		return err
 	}
+	mergeMessage(dst, layer)
+	merged := &meshapi.ProxyConfig{}
+	if err := meshapi.FromDynamic(dst, merged); err != nil {
+		return err
+	}
+	if fd := layer.Descriptor().Fields().ByName("proxy_metadata"); len(orig) > 0 && fd != nil && layer.Has(fd) {
+		md := make(map[string]string, len(orig)+len(merged.ProxyMetadata))
+		for k, v := range orig {
+			md[k] = v
+		}
+		for k, v := range merged.ProxyMetadata { // the layer's, which replaced base's whole
+			md[k] = v
+		}
+		merged.ProxyMetadata = md
+	}
+	*base = *merged
+	return nil
 }
 
 func mergeMessage(dst, src protoreflect.Message) {

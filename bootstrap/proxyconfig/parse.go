@@ -9,26 +9,50 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"google.golang.org/protobuf/types/dynamicpb"
 	"sigs.k8s.io/yaml"
+
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // ParseProxyConfig parses one ProxyConfig document (YAML or JSON). Like Istio, a field this build
 // does not know is tolerated (logged) so that a newer control plane's config does not stop the pod;
 // a known field of the wrong type or value is an error naming source and field.
-func ParseProxyConfig(doc []byte, source string, log *slog.Logger) (*meshv1alpha1.ProxyConfig, error) {
-	pc := &meshv1alpha1.ProxyConfig{}
-	if err := parseInto(doc, pc, source, log); err != nil {
+func ParseProxyConfig(doc []byte, source string, log *slog.Logger) (*meshapi.ProxyConfig, error) {
+	m, err := parseProxyConfigLayer(doc, source, log)
+	if err != nil {
+		return nil, err
+	}
+	pc := &meshapi.ProxyConfig{}
+	if err := meshapi.FromDynamic(m, pc); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	return pc, nil
+}
+
+// parseProxyConfigLayer parses one ProxyConfig document into a dynamic message (of meshapi's
+// embedded descriptors), which mergeProxyConfig lays over the config so far.
+func parseProxyConfigLayer(doc []byte, source string, log *slog.Logger) (*dynamicpb.Message, error) {
+	m, err := meshapi.NewDynamic(meshapi.ProxyConfigName)
+	if err != nil {
+		return nil, err
+	}
+	if err := parseInto(doc, m, source, log); err != nil {
 		return nil, err
 	}
 	if err := checkTracerKeys(doc, "", source); err != nil {
 		return nil, err
 	}
-	return pc, nil
+	return m, nil
 }
 
-func parseMeshConfig(doc []byte, source string, log *slog.Logger) (*meshv1alpha1.MeshConfig, error) {
-	mc := &meshv1alpha1.MeshConfig{}
+// parseMeshConfig parses a MeshConfig document (the mesh file) into a dynamic message; only its
+// defaultConfig is used, but every field is parsed and checked, as Istio does.
+func parseMeshConfig(doc []byte, source string, log *slog.Logger) (*dynamicpb.Message, error) {
+	mc, err := meshapi.NewDynamic(meshapi.MeshConfigName)
+	if err != nil {
+		return nil, err
+	}
 	if err := parseInto(doc, mc, "mesh config "+source, log); err != nil {
 		return nil, err
 	}
@@ -36,6 +60,15 @@ func parseMeshConfig(doc []byte, source string, log *slog.Logger) (*meshv1alpha1
 		return nil, err
 	}
 	return mc, nil
+}
+
+// defaultConfigOf returns mesh's defaultConfig, or nil when it has none.
+func defaultConfigOf(mesh protoreflect.Message) protoreflect.Message {
+	fd := mesh.Descriptor().Fields().ByName("default_config")
+	if fd == nil || !mesh.Has(fd) {
+		return nil
+	}
+	return mesh.Get(fd).Message()
 }
 
 func parseInto(doc []byte, m proto.Message, source string, log *slog.Logger) error {
@@ -86,7 +119,11 @@ func checkTracerKeys(doc []byte, under, source string) error {
 	if json.Unmarshal(top["tracing"], &tracing) != nil {
 		return nil
 	}
-	known := (&meshv1alpha1.Tracing{}).ProtoReflect().Descriptor().Fields()
+	md, err := meshapi.Descriptor(tracingName)
+	if err != nil {
+		return err
+	}
+	known := md.Fields()
 	for k := range tracing {
 		if known.ByJSONName(k) == nil && known.ByName(protoreflectName(k)) == nil {
 			return fmt.Errorf("%s: field %stracing.%s: unknown tracer or tracing field (known tracers: zipkin, lightstep, datadog, stackdriver, openCensusAgent)", source, prefix, k)
@@ -94,5 +131,7 @@ func checkTracerKeys(doc []byte, under, source string) error {
 	}
 	return nil
 }
+
+const tracingName protoreflect.FullName = "istio.mesh.v1alpha1.Tracing"
 
 func protoreflectName(s string) protoreflect.Name { return protoreflect.Name(s) }

@@ -7,12 +7,13 @@ import (
 	"strconv"
 
 	"google.golang.org/protobuf/types/known/durationpb"
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // Validate checks the rules of Istio's agent-side ProxyConfig validation that would otherwise make
 // Envoy or the agent fail later with a less clear message. The error names the field (JSON name).
-func Validate(pc *meshv1alpha1.ProxyConfig) error {
+func Validate(pc *meshapi.ProxyConfig) error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("field %s: %s", field, fmt.Sprintf(format, args...)))
@@ -75,11 +76,11 @@ func Validate(pc *meshv1alpha1.ProxyConfig) error {
 			}
 		}
 		switch tr := t.GetTracer().(type) {
-		case *meshv1alpha1.Tracing_Zipkin_:
+		case *meshapi.Tracing_Zipkin_:
 			check("tracing.zipkin.address", tr.Zipkin.GetAddress())
-		case *meshv1alpha1.Tracing_Lightstep_:
+		case *meshapi.Tracing_Lightstep_:
 			check("tracing.lightstep.address", tr.Lightstep.GetAddress())
-		case *meshv1alpha1.Tracing_Datadog_:
+		case *meshapi.Tracing_Datadog_:
 			check("tracing.datadog.address", tr.Datadog.GetAddress())
 		}
 	}

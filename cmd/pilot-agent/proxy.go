@@ -13,13 +13,13 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/wingman-mesh/wingman/bootstrap"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/node"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/platform"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 	"github.com/wingman-mesh/wingman/supervisor"
 )
 
@@ -80,11 +80,11 @@ type agent struct {
 	identity        node.Identity
 	platform        *platform.Detection
 	bootstrapPath   string
-	proxyConfig     *meshv1alpha1.ProxyConfig // the effective ProxyConfig
-	serveOnlyFiles  bool                      // another SDS server owns the socket (SPIRE)
-	renderBootstrap bool                      // the bootstrap is rendered (not a customConfigFile)
-	fips            bool                      // COMPLIANCE_POLICY is fips-140-2: Envoy's google_grpc stays on TLS 1.2
-	dnsOnPort53     bool                      // root and the DNS proxy takes :53 (Envoy then runs as the proxy user)
+	proxyConfig     *meshapi.ProxyConfig // the effective ProxyConfig
+	serveOnlyFiles  bool                 // another SDS server owns the socket (SPIRE)
+	renderBootstrap bool                 // the bootstrap is rendered (not a customConfigFile)
+	fips            bool                 // COMPLIANCE_POLICY is fips-140-2: Envoy's google_grpc stays on TLS 1.2
+	dnsOnPort53     bool                 // root and the DNS proxy takes :53 (Envoy then runs as the proxy user)
 	log             *slog.Logger
 	// shutdown begins a graceful shutdown, as SIGTERM does.
 	shutdown context.CancelFunc

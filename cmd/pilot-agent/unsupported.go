@@ -5,16 +5,15 @@ import (
 	"fmt"
 	"strings"
 
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
-
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // unsupported refuses, before anything starts, the settings Istio's agent acts on and Wingman
 // does not yet (docs/compat.md rows marked "refused"): a setting that parses and does nothing
 // would let the user believe it took effect. Values Istio's injector sets by default are never
 // refused.
-func unsupported(env *options.Env, pc *meshv1alpha1.ProxyConfig) error {
+func unsupported(env *options.Env, pc *meshapi.ProxyConfig) error {
 	var errs []error
 	refuse := func(setting, why string) {
 		errs = append(errs, fmt.Errorf("%s is not supported yet: %s", setting, why))
@@ -37,7 +36,7 @@ func unsupported(env *options.Env, pc *meshv1alpha1.ProxyConfig) error {
 
 // tlsClientSetting reads an ISTIO_META_TLS_CLIENT_* value from the environment or, as Istio's
 // agent reads it, from ProxyConfig.proxyMetadata.
-func tlsClientSetting(env *options.Env, pc *meshv1alpha1.ProxyConfig, name string) string {
+func tlsClientSetting(env *options.Env, pc *meshapi.ProxyConfig, name string) string {
 	if v := pc.GetProxyMetadata()[name]; v != "" {
 		return v
 	}

@@ -4,26 +4,24 @@ import (
 	"strings"
 	"testing"
 
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
-	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
-
 	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // TestUnsupportedSettingsRefused: every setting docs/compat.md marks "refused" fails the start
 // naming itself, while Istio's injector defaults and the settings Wingman implements start.
 func TestUnsupportedSettingsRefused(t *testing.T) {
-	pcWith := func(f func(*meshv1alpha1.ProxyConfig)) *meshv1alpha1.ProxyConfig {
+	pcWith := func(f func(*meshapi.ProxyConfig)) *meshapi.ProxyConfig {
 		pc := proxyconfig.Default()
 		f(pc)
 		return pc
 	}
-	none := func(*meshv1alpha1.ProxyConfig) {}
+	none := func(*meshapi.ProxyConfig) {}
 	for _, tc := range []struct {
 		name string
 		env  []string
-		pc   func(*meshv1alpha1.ProxyConfig)
+		pc   func(*meshapi.ProxyConfig)
 		want string // "" means accepted
 	}{
 		{"injector defaults", nil, none, ""},
@@ -31,14 +29,14 @@ func TestUnsupportedSettingsRefused(t *testing.T) {
 		{"PCDS", []string{"PROXY_CONFIG_XDS_AGENT=true"}, none, ""},
 		{"compliance", []string{"COMPLIANCE_POLICY=fips-140-2"}, none, ""},
 		{"TLS client key, file certs", []string{"FILE_MOUNTED_CERTS=true", "ISTIO_META_TLS_CLIENT_KEY=/k"}, none, ""},
-		{"readinessProbe", nil, func(pc *meshv1alpha1.ProxyConfig) { pc.ReadinessProbe = &networkingv1alpha3.ReadinessProbe{} }, ""},
-		{"access log service", nil, func(pc *meshv1alpha1.ProxyConfig) {
-			pc.EnvoyAccessLogService = &meshv1alpha1.RemoteService{Address: "als:9000"}
+		{"readinessProbe", nil, func(pc *meshapi.ProxyConfig) { pc.ReadinessProbe = &meshapi.ReadinessProbe{} }, ""},
+		{"access log service", nil, func(pc *meshapi.ProxyConfig) {
+			pc.EnvoyAccessLogService = &meshapi.RemoteService{Address: "als:9000"}
 		}, ""},
 		{"GoogleCA", []string{"CA_PROVIDER=GoogleCA"}, none, "CA_PROVIDER=GoogleCA"},
 		{"Google CA address", []string{"CA_ADDR=meshca.googleapis.com:443"}, none, "googleapis.com"},
 		{"GKE certificates", []string{"CA_PROVIDER=GkeWorkloadCertificate"}, none, "CA_PROVIDER=GkeWorkloadCertificate"},
-		{"privateKeyProvider", nil, func(pc *meshv1alpha1.ProxyConfig) { pc.PrivateKeyProvider = &meshv1alpha1.PrivateKeyProvider{} }, "privateKeyProvider"},
+		{"privateKeyProvider", nil, func(pc *meshapi.ProxyConfig) { pc.PrivateKeyProvider = &meshapi.PrivateKeyProvider{} }, "privateKeyProvider"},
 	} {
 		env, err := options.Parse(tc.env)
 		if err != nil {

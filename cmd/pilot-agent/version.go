@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
+
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // Set with -ldflags "-X main.istioVersion=... -X main.version=... -X main.gitRevision=... -X main.gitTag=..."
@@ -79,7 +81,8 @@ func compatIstioVersion() string {
 			}
 		}
 	}
-	return "unknown"
+	// istio.io/api need not be linked at all: the ProxyConfig types were generated from it.
+	return strings.TrimPrefix(meshapi.IstioAPIVersion, "v")
 }
 
 // istioBuild is Istio's BuildInfo as this agent reports it: Istio's version, Wingman's build.

@@ -13,8 +13,6 @@ import (
 	"path/filepath"
 	"time"
 
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
-
 	"github.com/wingman-mesh/wingman/bootstrap"
 	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
 	"github.com/wingman-mesh/wingman/certs"
@@ -23,6 +21,7 @@ import (
 	"github.com/wingman-mesh/wingman/dns"
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/istiod"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/mux"
 	"github.com/wingman-mesh/wingman/status"
@@ -41,7 +40,7 @@ var processStart = time.Now()
 
 // resolveProxyConfig layers the ProxyConfig as Istio does (defaults, mesh file, PROXY_CONFIG,
 // the proxy.istio.io/config annotation) and extracts the settings the wiring needs.
-func resolveProxyConfig(meshConfig string, env *options.Env, log *slog.Logger) (*meshv1alpha1.ProxyConfig, proxySettings, error) {
+func resolveProxyConfig(meshConfig string, env *options.Env, log *slog.Logger) (*meshapi.ProxyConfig, proxySettings, error) {
 	pc, err := proxyconfig.Load(proxyconfig.Sources{MeshConfigFile: meshConfig,
 		ProxyConfigEnv: env.ProxyConfig, AnnotationsFile: annotationsFile, Logger: log})
 	if err != nil {
@@ -51,7 +50,7 @@ func resolveProxyConfig(meshConfig string, env *options.Env, log *slog.Logger) (
 }
 
 // settingsOf extracts what the CLI wiring itself needs from the effective ProxyConfig.
-func settingsOf(pc *meshv1alpha1.ProxyConfig) proxySettings {
+func settingsOf(pc *meshapi.ProxyConfig) proxySettings {
 	s := defaultSettings()
 	s.BinaryPath, s.ConfigPath, s.DiscoveryAddress = pc.GetBinaryPath(), pc.GetConfigPath(), pc.GetDiscoveryAddress()
 	s.ControlPlaneAuthPolicy = pc.GetControlPlaneAuthPolicy().String()
@@ -352,7 +351,7 @@ func renderBootstrap(a *agent) ([]byte, error) {
 
 // bootstrapPathFor is the file Envoy starts from: the ProxyConfig's customConfigFile, used as
 // is, or the rendered <configPath>/envoy-rev.json.
-func bootstrapPathFor(pc *meshv1alpha1.ProxyConfig, configPath string) (path string, render bool) {
+func bootstrapPathFor(pc *meshapi.ProxyConfig, configPath string) (path string, render bool) {
 	if f := pc.GetCustomConfigFile(); f != "" {
 		return f, false
 	}

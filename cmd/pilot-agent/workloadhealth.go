@@ -6,9 +6,8 @@ import (
 	"net"
 	"time"
 
-	networking "istio.io/api/networking/v1alpha3"
-
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 	"github.com/wingman-mesh/wingman/mux"
 	"github.com/wingman-mesh/wingman/status/health"
 )
@@ -40,7 +39,7 @@ func healthService(a *agent, proxy *mux.Proxy, envoy health.Prober) (*lifecycle.
 
 // workloadProber builds the probe of rp. HTTP probes come from 127.0.0.6 (::6 on IPv6-only
 // pods), as Istio's agent sends them, so they are not captured as the application's traffic.
-func workloadProber(rp *networking.ReadinessProbe, ips []string) (health.Prober, error) {
+func workloadProber(rp *meshapi.ReadinessProbe, ips []string) (health.Prober, error) {
 	switch {
 	case rp.GetHttpGet() != nil:
 		h := rp.GetHttpGet()

@@ -1,0 +1,44 @@
+package meshapi
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/wingman-mesh/wingman/internal/meshapi/internal/meshgen"
+)
+
+// TestGeneratedCurrent regenerates from the istio.io/api in go.mod and compares with the committed
+// files: run `go generate ./internal/meshapi` when it fails. The descriptor set is compared
+// uncompressed (gzip's bytes may change with the Go release).
+func TestGeneratedCurrent(t *testing.T) {
+	files, err := meshgen.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(meshgen.GoFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(src, files[meshgen.GoFile]) {
+		t.Errorf("%s is stale: run go generate ./internal/meshapi", meshgen.GoFile)
+	}
+	if !bytes.Equal(gunzip(t, meshDescriptors), gunzip(t, files[meshgen.DescFile])) {
+		t.Errorf("%s is stale: run go generate ./internal/meshapi", meshgen.DescFile)
+	}
+}
+
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
