@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/wingman-mesh/wingman/lab/refagent"
 	"github.com/wingman-mesh/wingman/mux"
 )
 
@@ -38,7 +39,7 @@ import (
 // and the raw-frame client are the same code in the parent for both.
 
 const (
-	middleEnv    = "WINGMAN_BENCH_MIDDLE" // floor | wingman
+	middleEnv    = "WINGMAN_BENCH_MIDDLE" // floor | wingman | reference
 	childUpEnv   = "WINGMAN_BENCH_UPSTREAM"
 	childSockEnv = "WINGMAN_BENCH_SOCKET"
 	childCAEnv   = "WINGMAN_BENCH_CA"
@@ -51,6 +52,11 @@ func BenchmarkFloor(b *testing.B) { benchCPU(b, "floor") }
 // BenchmarkForwardCPU pushes one response per iteration through Wingman's proxy, set up exactly
 // as BenchmarkFloor, so the two cpu-ns/MB figures of one run give Wingman's multiple of the floor.
 func BenchmarkForwardCPU(b *testing.B) { benchCPU(b, "wingman") }
+
+// BenchmarkReferenceCPU is the reference proxy (lab/refagent: decode and re-encode, as Istio's
+// agent) in the same set-up: with BenchmarkFloor it gives the floor's own share of the
+// reference's CPU, below which no agent's ratio to the reference can go.
+func BenchmarkReferenceCPU(b *testing.B) { benchCPU(b, "reference") }
 
 func benchCPU(b *testing.B, middle string) {
 	for _, s := range sizes {
@@ -200,6 +206,18 @@ func runMiddle(kind string) int {
 			return 1
 		}
 		serve = func() error { return p.Serve(ctx, l) }
+	case "reference":
+		ref, err := refagent.New(refagent.Config{Upstream: upstream, RootCAFile: caFile, ServerName: serverName, MaxMessageBytes: maxMsg})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		l, err := mux.Listen(sock)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		serve = func() error { return ref.Serve(ctx, l) }
 	default:
 		fmt.Fprintf(os.Stderr, "unknown middle %q\n", kind)
 		return 1
