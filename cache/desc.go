@@ -1,20 +1,17 @@
 package cache
 
 import (
-	"bytes"
 	_ "embed"
 	"fmt"
-	"io"
-	"sync"
 
-	"github.com/klauspost/compress/gzip"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/wingman-mesh/wingman/internal/lazydesc"
 )
 
 //go:generate go run ./internal/wasmdesc/gendesc wasm.pb.gz
@@ -27,45 +24,43 @@ import (
 //go:embed wasm.pb.gz
 var wasmDescriptors []byte
 
+// wasmSet builds the descriptors on the first TypedStruct conversion (with protoimpl.DescBuilder:
+// no descriptorpb or protodesc in the binary) and holds them weakly: a conversion after they were
+// collected builds them again (BenchmarkWasmDescriptors says what that costs), and an agent that
+// never converts one, or converted one long ago, keeps none in its heap. internal/lazydesc says how.
+var wasmSet = lazydesc.NewSet("wasm descriptors", wasmDescriptors)
+
+// Full names of the two Wasm filters.
+const (
+	httpWasmName    protoreflect.FullName = "envoy.extensions.filters.http.wasm.v3.Wasm"
+	networkWasmName protoreflect.FullName = "envoy.extensions.filters.network.wasm.v3.Wasm"
+)
+
+// wasmTypes is what a conversion needs from one registry of wasmSet.
 type wasmTypes struct {
 	types         *dynamicpb.Types
 	http, network protoreflect.MessageDescriptor
 }
 
-var loadWasmTypes = sync.OnceValues(func() (*wasmTypes, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(wasmDescriptors))
+func loadWasmTypes() (*wasmTypes, error) {
+	files, err := wasmSet.Files()
 	if err != nil {
-		return nil, fmt.Errorf("wasm descriptors: %w", err)
+		return nil, err
 	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		return nil, fmt.Errorf("wasm descriptors: %w", err)
-	}
-	set := &descriptorpb.FileDescriptorSet{}
-	if err := proto.Unmarshal(raw, set); err != nil {
-		return nil, fmt.Errorf("wasm descriptors: %w", err)
-	}
-	files, err := protodesc.NewFiles(set)
-	if err != nil {
-		return nil, fmt.Errorf("wasm descriptors: %w", err)
-	}
+	return newWasmTypes(files)
+}
+
+func newWasmTypes(files *protoregistry.Files) (*wasmTypes, error) {
 	t := &wasmTypes{types: dynamicpb.NewTypes(files)}
-	for name, dst := range map[string]*protoreflect.MessageDescriptor{
-		"envoy.extensions.filters.http.wasm.v3.Wasm":    &t.http,
-		"envoy.extensions.filters.network.wasm.v3.Wasm": &t.network,
-	} {
-		d, err := files.FindDescriptorByName(protoreflect.FullName(name))
-		if err != nil {
-			return nil, fmt.Errorf("wasm descriptors: %w", err)
-		}
-		md, ok := d.(protoreflect.MessageDescriptor)
-		if !ok {
-			return nil, fmt.Errorf("wasm descriptors: %s is not a message", name)
-		}
-		*dst = md
+	var err error
+	if t.http, err = lazydesc.FindMessage(files, httpWasmName); err != nil {
+		return nil, fmt.Errorf("wasm descriptors: %w", err)
+	}
+	if t.network, err = lazydesc.FindMessage(files, networkWasmName); err != nil {
+		return nil, fmt.Errorf("wasm descriptors: %w", err)
 	}
 	return t, nil
-})
+}
 
 // structToWasm converts a TypedStruct's value (a google.protobuf.Struct, encoded) to the
 // encoded Wasm filter, as Istio's StructToMessageSlow (JSON in between, strict).
@@ -74,6 +69,10 @@ func structToWasm(value []byte, network bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return t.structToWasm(value, network)
+}
+
+func (t *wasmTypes) structToWasm(value []byte, network bool) ([]byte, error) {
 	st := &structpb.Struct{}
 	if err := proto.Unmarshal(value, st); err != nil {
 		return nil, err

@@ -1,19 +1,14 @@
 package envoyproto
 
 import (
-	"bytes"
-	"compress/gzip"
 	_ "embed"
 	"fmt"
-	"io"
-	"sync"
 
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/wingman-mesh/wingman/internal/lazydesc"
 )
 
 //go:generate go run ./internal/gendesc envoy.pb.gz
@@ -25,40 +20,44 @@ import (
 //go:embed envoy.pb.gz
 var envoyDescriptors []byte
 
-// registry is Envoy's protos as dynamic types, built once on first use. Immutable after build.
+// envoySet builds Envoy's descriptors on first use (with protoimpl.DescBuilder: no descriptorpb or
+// protodesc in the binary) and holds them weakly: a bootstrap override merges once at start-up and
+// `pilot-agent bootstrap --validate` runs once, and an agent that did either keeps none of the
+// descriptors in its heap afterwards. internal/lazydesc says how.
+var envoySet = lazydesc.NewSet("envoy descriptors", envoyDescriptors)
+
+// bootstrapName is the full name of the bootstrap message.
+const bootstrapName protoreflect.FullName = "envoy.config.bootstrap.v3.Bootstrap"
+
+// registry is Envoy's protos as dynamic types, from one build of the descriptors.
 type registry struct {
 	files     *protoregistry.Files
 	types     *dynamicpb.Types
 	bootstrap protoreflect.MessageDescriptor
 }
 
-var loadRegistry = sync.OnceValues(func() (*registry, error) { return newRegistry(envoyDescriptors) })
+// loadRegistry returns the registry of the embedded descriptors, building them when none are alive.
+func loadRegistry() (*registry, error) {
+	files, err := envoySet.Files()
+	if err != nil {
+		return nil, err
+	}
+	return registryOf(files)
+}
 
-// newRegistry parses a gzip-compressed FileDescriptorSet.
+// newRegistry builds a registry of its own from a gzip-compressed FileDescriptorSet.
 func newRegistry(gz []byte) (*registry, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	files, err := lazydesc.Build(gz)
 	if err != nil {
 		return nil, fmt.Errorf("envoy descriptors: %w", err)
 	}
-	raw, err := io.ReadAll(zr)
+	return registryOf(files)
+}
+
+func registryOf(files *protoregistry.Files) (*registry, error) {
+	md, err := lazydesc.FindMessage(files, bootstrapName)
 	if err != nil {
 		return nil, fmt.Errorf("envoy descriptors: %w", err)
-	}
-	set := &descriptorpb.FileDescriptorSet{}
-	if err := proto.Unmarshal(raw, set); err != nil {
-		return nil, fmt.Errorf("envoy descriptors: %w", err)
-	}
-	files, err := protodesc.NewFiles(set)
-	if err != nil {
-		return nil, fmt.Errorf("envoy descriptors: %w", err)
-	}
-	d, err := files.FindDescriptorByName("envoy.config.bootstrap.v3.Bootstrap")
-	if err != nil {
-		return nil, fmt.Errorf("envoy descriptors: %w", err)
-	}
-	md, ok := d.(protoreflect.MessageDescriptor)
-	if !ok {
-		return nil, fmt.Errorf("envoy descriptors: envoy.config.bootstrap.v3.Bootstrap is not a message")
 	}
 	return &registry{files: files, types: dynamicpb.NewTypes(files), bootstrap: md}, nil
 }

@@ -40,6 +40,11 @@ func Validate(bootstrapJSON []byte) []Finding {
 	if err != nil {
 		return []Finding{{Path: "", Message: err.Error()}}
 	}
+	return reg.validate(bootstrapJSON, top)
+}
+
+// validate is Validate with the registry given, for the parsed JSON object top.
+func (reg *registry) validate(bootstrapJSON []byte, top map[string]any) []Finding {
 	var out []Finding
 	w := walker{types: reg.types, add: func(p, m string) { out = append(out, Finding{Path: p, Message: m}) }}
 	w.message("", top, reg.bootstrap)

@@ -1,7 +1,7 @@
 // Package descset holds what the generators of Wingman's embedded descriptor sets share (go
 // generate in bootstrap/envoyproto and cache): collecting files with their imports, and the
 // deterministic, gzip-compressed serialization the packages embed. Only generators and tests link
-// it; pilot-agent reads the embedded bytes with protodesc and never imports this package.
+// it; pilot-agent reads the embedded bytes with internal/lazydesc and never imports this package.
 package descset
 
 import (
