@@ -3,11 +3,11 @@ package h2grpc
 import (
 	"context"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
 
@@ -25,11 +25,19 @@ func (c *Client) Unary(ctx context.Context, method string, req []byte) ([]byte, 
 		return nil, err
 	}
 	defer s.Close()
-	// A send that finds the stream over returns io.EOF: the receive below says why it ended.
-	if err := s.SendMsg(mem.BufferSlice{mem.SliceBuffer(req)}); err != nil && err != io.EOF {
-		return nil, err
+	if uint64(len(req)) > math.MaxUint32 {
+		return nil, status.Errorf(codes.ResourceExhausted, "h2grpc: message of %d bytes is over the gRPC limit", len(req))
 	}
-	_ = s.CloseSend()
+	// The message and the half-close go in one write (END_STREAM on its last DATA frame), as
+	// grpc-go's unary calls send them. A send that finds the stream over is answered by the
+	// receive below, which says why it ended.
+	putPrefix(&s.shdr, len(req))
+	pieces := [][]byte{s.shdr[:], req}
+	if len(req) == 0 {
+		pieces = pieces[:1] // no empty pieces, as SendMsg passes them
+	}
+	s.h.send(pieces, true)
+	s.sendClosed = true
 	n, err := s.RecvMsgHeader()
 	if err == io.EOF {
 		return nil, status.Errorf(codes.Internal, "h2grpc: %s: the server ended the call without a response message", method)
