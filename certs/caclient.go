@@ -24,8 +24,9 @@ const caMethod = "/istio.v1.auth.IstioCertificateService/CreateCertificate"
 // a stream with one request, one response and the trailers. cfg is immutable after newCAClient;
 // client is guarded by mu.
 type caClient struct {
-	cfg *Config
-	met *metrics
+	cfg            *Config
+	met            *metrics
+	connectTimeout time.Duration // bounds making a connection; immutable after newCAClient
 
 	warming sync.WaitGroup // the warm-up dial (warm); waited for by close
 
@@ -33,7 +34,9 @@ type caClient struct {
 	client *h2grpc.Client // guarded by mu; nil until first use and after a failed sign
 }
 
-func newCAClient(cfg *Config, met *metrics) *caClient { return &caClient{cfg: cfg, met: met} }
+func newCAClient(cfg *Config, met *metrics) *caClient {
+	return &caClient{cfg: cfg, met: met, connectTimeout: connectTimeout}
+}
 
 // sign sends csrPEM and returns the raw cert_chain. Transient failures are retried up to
 // cfg.CAAttempts times with jittered exponential backoff from 100ms; after a failed sign the
@@ -70,9 +73,19 @@ func (c *caClient) sign(ctx context.Context, csrPEM []byte) ([]string, error) {
 	return nil, fmt.Errorf("CreateCertificate at %s: %w", c.cfg.CAAddr, err)
 }
 
-// call makes one CreateCertificate call. A response that does not decode is Internal, as
-// grpc-go reports a message it cannot unmarshal (and so retried as before).
+// call makes one CreateCertificate call, on the current connection or a new one made within
+// connectTimeout. A response that does not decode is Internal, as grpc-go reports a message it
+// cannot unmarshal (and so retried as before).
 func (c *caClient) call(ctx context.Context, client *h2grpc.Client, req []byte) ([]string, error) {
+	cctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
+	err := client.Connect(cctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return nil, status.Errorf(codes.Unavailable, "connect to the CA: %s", status.Convert(err).Message())
+	}
 	resp, err := client.Unary(ctx, caMethod, req)
 	if err != nil {
 		return nil, err
@@ -84,9 +97,11 @@ func (c *caClient) call(ctx context.Context, client *h2grpc.Client, req []byte) 
 	return chain, nil
 }
 
-// warmTimeout bounds the warm-up dial (grpc-go's minimum connect timeout, which bounded it
-// before): a CA that does not answer is left to sign, which reports it.
-const warmTimeout = 20 * time.Second
+// connectTimeout bounds making the connection to the CA (TCP and TLS), as grpc-go's minimum
+// connect timeout (20 s) bounded it before: a CA that accepts and never completes the
+// handshake fails the attempt with Unavailable, which is retried, instead of holding the
+// rotation (sign's context has no deadline). It bounds the warm-up dial too.
+const connectTimeout = 20 * time.Second
 
 // warm dials the CA now (name resolution, TCP, TLS) on a goroutine that close waits for, so that
 // the first CSR, still being made, finds the connection up. Errors are left to sign, which
@@ -99,7 +114,7 @@ func (c *caClient) warm(ctx context.Context) {
 	c.warming.Add(1)
 	go func() {
 		defer c.warming.Done()
-		wctx, cancel := context.WithTimeout(ctx, warmTimeout)
+		wctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
 		defer cancel()
 		_ = client.Connect(wctx)
 	}()

@@ -108,3 +108,52 @@ func TestCAClientConnectionPolicy(t *testing.T) {
 		t.Fatalf("sign with a wrong token: %v, want Unauthenticated", err)
 	}
 }
+
+// TestCAClientConnectTimeout: a CA that accepts the connection and never completes the TLS
+// handshake fails the sign with Unavailable once the connect timeout has passed (grpc-go's
+// connect timeout bounded it so before), and the held connection is dropped.
+func TestCAClientConnectTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, silent
+		}
+	}()
+	defer func() {
+		l.Close()
+		for c := range accepted {
+			c.Close()
+		}
+	}()
+	dir := t.TempDir()
+	ca, err := testca.New(testca.Config{TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "root.pem"), string(ca.ServingRootPEM()))
+	cfg := Config{Namespace: "default", ServiceAccount: "sleep", KeyType: KeyECDSA,
+		CAAddr: l.Addr().String(), IstiodSAN: testca.ServerName, CARootPath: filepath.Join(dir, "root.pem"),
+		CAAttempts: 1, Clock: newFakeClock(), Registerer: metric.NewRegistry()}
+	cfg = cfg.withDefaults()
+	c := newCAClient(&cfg, newMetrics(cfg.Registerer, func() map[string]float64 { return nil }))
+	c.connectTimeout = 100 * time.Millisecond
+	defer c.close()
+	if _, err := c.sign(t.Context(), []byte("csr")); status.Code(err) != codes.Unavailable {
+		t.Fatalf("sign against a silent CA: %v, want Unavailable", err)
+	}
+	c.mu.Lock()
+	held := c.client
+	c.mu.Unlock()
+	if held != nil {
+		t.Fatal("the connection was kept after a failed sign")
+	}
+}
