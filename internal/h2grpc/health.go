@@ -52,7 +52,7 @@ func (c *Client) HealthCheck(ctx context.Context, service string) (HealthStatus,
 	if err != nil {
 		return HealthUnknown, err
 	}
-	st, err := ParseHealthCheckResponse(resp)
+	st, err := parseHealthCheckResponse(resp)
 	if err != nil {
 		return HealthUnknown, unmarshalError(err)
 	}
@@ -68,11 +68,11 @@ func appendHealthCheckRequest(b []byte, service string) []byte {
 	return protowire.AppendString(b, service)
 }
 
-// ParseHealthCheckResponse reads grpc.health.v1.HealthCheckResponse as protobuf-go's
+// parseHealthCheckResponse reads grpc.health.v1.HealthCheckResponse as protobuf-go's
 // proto.Unmarshal reads it (FuzzHealthCheckResponse compares the two): the last status field
 // wins, its varint truncated to 32 bits; fields of other numbers, and a status field of another
 // wire type, are skipped as unknown fields; malformed wire data is an error.
-func ParseHealthCheckResponse(b []byte) (HealthStatus, error) {
+func parseHealthCheckResponse(b []byte) (HealthStatus, error) {
 	var st HealthStatus
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)

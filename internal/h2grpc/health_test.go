@@ -73,7 +73,7 @@ func FuzzHealthCheckResponse(f *testing.F) {
 	f.Add([]byte{0x0b, 0x08, 0x01, 0x0c})                                                 // a group
 	f.Add([]byte{0x08, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}) // an overlong varint
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := ParseHealthCheckResponse(b)
+		got, err := parseHealthCheckResponse(b)
 		var want healthpb.HealthCheckResponse
 		werr := proto.Unmarshal(b, &want)
 		if (err == nil) != (werr == nil) {
