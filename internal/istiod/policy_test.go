@@ -154,7 +154,7 @@ func testMetadataPerCall(t *testing.T, useTLS bool) {
 	if err := stream.SendMsg(mem.BufferSlice{}); err != nil {
 		t.Fatal(err)
 	}
-	stream.CloseSend() // a server-streaming method: grpc-go's handler waits for the half-close
+	stream.CloseSend()                                // a server-streaming method: grpc-go's handler waits for the half-close
 	if _, err := stream.RecvMsgHeader(); err != nil { // the server has run the handler: metadata recorded
 		t.Fatal(err)
 	}
