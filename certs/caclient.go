@@ -9,50 +9,52 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
-	pb "istio.io/api/security/v1alpha1"
 
+	"github.com/wingman-mesh/wingman/internal/h2grpc"
 	"github.com/wingman-mesh/wingman/internal/istiod"
 )
 
-// caClient calls istio.v1.auth.IstioCertificateService/CreateCertificate.
-// cfg is immutable after newCAClient; conn is guarded by mu.
-type caClient struct {
-	cfg *Config
-	met *metrics
+// caMethod is the Istio CA's one method (istio.io/api security/v1alpha1/ca.proto: package
+// istio.v1.auth, service IstioCertificateService, rpc CreateCertificate).
+const caMethod = "/istio.v1.auth.IstioCertificateService/CreateCertificate"
 
-	mu   sync.Mutex
-	conn *grpc.ClientConn // guarded by mu; nil until first use and after a failed sign
+// caClient calls istio.v1.auth.IstioCertificateService/CreateCertificate over internal/h2grpc:
+// a stream with one request, one response and the trailers. cfg is immutable after newCAClient;
+// client is guarded by mu.
+type caClient struct {
+	cfg            *Config
+	met            *metrics
+	connectTimeout time.Duration // bounds making a connection; immutable after newCAClient
+
+	warming sync.WaitGroup // the warm-up dial (warm); waited for by close
+
+	mu     sync.Mutex
+	client *h2grpc.Client // guarded by mu; nil until first use and after a failed sign
 }
 
-func newCAClient(cfg *Config, met *metrics) *caClient { return &caClient{cfg: cfg, met: met} }
+func newCAClient(cfg *Config, met *metrics) *caClient {
+	return &caClient{cfg: cfg, met: met, connectTimeout: connectTimeout}
+}
 
 // sign sends csrPEM and returns the raw cert_chain. Transient failures are retried up to
 // cfg.CAAttempts times with jittered exponential backoff from 100ms; after a failed sign the
-// connection is dropped so the next call dials afresh.
+// connection is dropped so the next call dials afresh. ctx bounds the whole sign, and its
+// deadline goes to the CA as grpc-timeout.
 func (c *caClient) sign(ctx context.Context, csrPEM []byte) ([]string, error) {
-	conn, err := c.connection()
+	client, err := c.connection()
 	if err != nil {
 		return nil, err
 	}
-	client := pb.NewIstioCertificateServiceClient(conn)
-	req := &pb.IstioCertificateRequest{
-		Csr:              string(csrPEM),
-		ValidityDuration: int64(c.cfg.SecretTTL / time.Second),
-		Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
-			"CertSigner": structpb.NewStringValue(c.cfg.CertSigner),
-		}},
-	}
+	req := appendCARequest(nil, csrPEM, int64(c.cfg.SecretTTL/time.Second), c.cfg.CertSigner)
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		var resp *pb.IstioCertificateResponse
-		resp, err = client.CreateCertificate(ctx, req)
+		var chain []string
+		chain, err = c.call(ctx, client, req)
 		if err == nil {
 			c.cfg.mark(traceAnswer)
-			return resp.GetCertChain(), nil
+			return chain, nil
 		}
 		if attempt >= c.cfg.CAAttempts || !retryable(err) || ctx.Err() != nil {
 			break
@@ -67,16 +69,55 @@ func (c *caClient) sign(ctx context.Context, csrPEM []byte) ([]string, error) {
 		case <-t.C():
 		}
 	}
-	c.reset(conn)
+	c.reset(client)
 	return nil, fmt.Errorf("CreateCertificate at %s: %w", c.cfg.CAAddr, err)
 }
 
-// warm dials the CA now (name resolution, TCP, TLS), so that the first CSR, still being made,
-// finds the connection up. Errors are left to sign, which reports them.
-func (c *caClient) warm() {
-	if conn, err := c.connection(); err == nil {
-		conn.Connect()
+// call makes one CreateCertificate call, on the current connection or a new one made within
+// connectTimeout. A response that does not decode is Internal, as grpc-go reports a message it
+// cannot unmarshal (and so retried as before).
+func (c *caClient) call(ctx context.Context, client *h2grpc.Client, req []byte) ([]string, error) {
+	cctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
+	err := client.Connect(cctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return nil, status.Errorf(codes.Unavailable, "connect to the CA: %s", status.Convert(err).Message())
 	}
+	resp, err := client.Unary(ctx, caMethod, req)
+	if err != nil {
+		return nil, err
+	}
+	chain, err := parseCAResponse(resp)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "failed to unmarshal the CA response: %v", err)
+	}
+	return chain, nil
+}
+
+// connectTimeout bounds making the connection to the CA (TCP and TLS), as grpc-go's minimum
+// connect timeout (20 s) bounded it before: a CA that accepts and never completes the
+// handshake fails the attempt with Unavailable, which is retried, instead of holding the
+// rotation (sign's context has no deadline). It bounds the warm-up dial too.
+const connectTimeout = 20 * time.Second
+
+// warm dials the CA now (name resolution, TCP, TLS) on a goroutine that close waits for, so that
+// the first CSR, still being made, finds the connection up. Errors are left to sign, which
+// reports them.
+func (c *caClient) warm(ctx context.Context) {
+	client, err := c.connection()
+	if err != nil {
+		return
+	}
+	c.warming.Add(1)
+	go func() {
+		defer c.warming.Done()
+		wctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
+		defer cancel()
+		_ = client.Connect(wctx)
+	}()
 }
 
 func retryable(err error) bool {
@@ -88,48 +129,62 @@ func retryable(err error) bool {
 	return false
 }
 
-// caWindow is the CA connection's flow-control window, stream and connection: HTTP/2's default.
-const caWindow = 65535
+// caWindow is the CA connection's flow-control window, stream and connection: HTTP/2's default
+// rounded up to the smallest window h2grpc takes (64 KiB).
+const caWindow = 64 << 10
 
-func (c *caClient) connection() (*grpc.ClientConn, error) {
+func (c *caClient) connection() (*h2grpc.Client, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.conn != nil {
-		return c.conn, nil
+	if c.client != nil {
+		return c.client, nil
 	}
 	ic, err := c.istiodConfig()
 	if err != nil {
 		return nil, err
 	}
-	// Static flow-control windows: no BDP ping follows each answer (gRPC's dynamic windows send
-	// one when data arrives after a quiet spell), whose write over TLS and acknowledgement would
-	// otherwise compete for the CPU with the rotation's path to Envoy. CA messages are a few KB,
-	// far below the 64 KB windows.
-	conn, err := istiod.Dial(ic, grpc.WithStaticStreamWindowSize(caWindow), grpc.WithStaticConnWindowSize(caWindow))
+	tc, err := istiod.TLSConfig(ic) // reads the roots now: unreadable roots fail at once
 	if err != nil {
 		return nil, fmt.Errorf("dial CA %s: %w", c.cfg.CAAddr, err)
 	}
-	c.conn = conn
-	return conn, nil
+	// Static flow-control windows, as before on grpc-go (h2grpc has no other kind): no BDP
+	// ping follows each answer. CA messages are a few KB, far below the 64 KB windows.
+	client, err := h2grpc.NewClient(h2grpc.ClientConfig{
+		Address:          ic.Address,
+		TLS:              tc,
+		Header:           istiod.StreamHeader(ic),
+		StreamWindow:     caWindow,
+		ConnWindow:       caWindow,
+		KeepaliveTime:    ic.KeepaliveTime,
+		KeepaliveTimeout: ic.KeepaliveTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial CA %s: %w", c.cfg.CAAddr, err)
+	}
+	c.client = client
+	return client, nil
 }
 
-// reset drops conn if it is still the current connection.
-func (c *caClient) reset(conn *grpc.ClientConn) {
+// reset drops client if it is still the current one and closes it.
+func (c *caClient) reset(client *h2grpc.Client) {
 	c.mu.Lock()
-	if c.conn == conn {
-		c.conn = nil
+	if c.client == client {
+		c.client = nil
 	}
 	c.mu.Unlock()
-	_ = conn.Close()
+	_ = client.Close()
 }
 
+// close waits for the warm-up dial and closes the connection. The warm-up ends with the context
+// warm was given (Manager.Run's, done before Run calls close) or its timeout.
 func (c *caClient) close() {
+	c.warming.Wait()
 	c.mu.Lock()
-	conn := c.conn
-	c.conn = nil
+	client := c.client
+	c.client = nil
 	c.mu.Unlock()
-	if conn != nil {
-		_ = conn.Close()
+	if client != nil {
+		_ = client.Close()
 	}
 }
 

@@ -156,7 +156,7 @@ func (m *Manager) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certif
 // is thus off the start-up path (on a dense node, agents starting together would otherwise each
 // make two keys at once) and off the rotation path.
 func (m *Manager) generateKeys(ctx context.Context) {
-	m.ca.warm() // connect to the CA while the first key is made
+	m.ca.warm(ctx) // connect to the CA while the first key is made
 	for first := true; ; first = false {
 		if !first {
 			select {

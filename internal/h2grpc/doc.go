@@ -5,7 +5,8 @@
 // message's body is read from the transport into the caller's buffers (ClientStream.Read) and
 // written out piece by piece (ServerStream.BeginMsg/Write), each piece returning once it is
 // written, so a slow reader bounds the memory held instead of growing it. The SDS server uses the
-// same Server.
+// same Server; the CA client and the gRPC health probes make unary calls (Client.Unary,
+// Client.HealthCheck), so the agent links no grpc-go client or server at all.
 //
 // Client is one HTTP/2 connection (TLS with ALPN h2, plaintext with prior knowledge, or a
 // caller's Dial) shared by every stream, dialled lazily and again after it is lost or after a
@@ -17,8 +18,8 @@
 // enforced on what is received, protocol errors close the connection with GOAWAY and stream
 // errors reset only the stream. Only what the proxy needs of gRPC is spoken: the 5-byte length
 // prefix (uncompressed), the content-type, grpc-status/grpc-message trailers (percent-encoded as
-// the gRPC HTTP/2 protocol document says), grpc-timeout on the server, and grpc-go's HTTP-to-gRPC
-// status mapping. Errors from the peer or the transport are grpc status errors (status.Code is
+// the gRPC HTTP/2 protocol document says), grpc-timeout (sent from the context's deadline, read
+// on the server), and grpc-go's HTTP-to-gRPC status mapping. Errors from the peer or the transport are grpc status errors (status.Code is
 // meaningful); transport failures are codes.Unavailable. Every behaviour is tested against real
 // grpc-go peers (client_test.go, server_test.go) and against raw HTTP/2 frames
 // (client_h2_test.go, server_h2_test.go); FuzzClientFrames and FuzzServerFrames feed arbitrary

@@ -13,12 +13,12 @@ func negotiate(t *testing.T, policy string, server *tls.Config) (tls.ConnectionS
 	rootPEM, serving := pki(t, "istiod.istio-system.svc")
 	root := filepath.Join(t.TempDir(), "root.pem")
 	writeFile(t, root, rootPEM)
-	creds, err := transport(&Config{Address: "x:15012", RootCAFile: root, ServerName: "istiod.istio-system.svc", CompliancePolicy: policy})
+	creds, err := TLSConfig(Config{Address: "x:15012", RootCAFile: root, ServerName: "istiod.istio-system.svc", CompliancePolicy: policy})
 	if err != nil {
 		t.Fatal(err)
 	}
 	server.Certificates = []tls.Certificate{serving}
-	return handshakeWith(t, creds, "istiod.istio-system.svc", server)
+	return handshakeWith(t, creds, server)
 }
 
 // TestCompliancePolicy: the agent's own TLS to Istiod and the CA follows COMPLIANCE_POLICY as
@@ -58,7 +58,7 @@ func TestCompliancePolicy(t *testing.T) {
 	if _, err := negotiate(t, "pqc", &tls.Config{CurvePreferences: []tls.CurveID{tls.X25519}}); err == nil {
 		t.Fatal("pqc accepted classical X25519")
 	}
-	if _, err := transport(&Config{CompliancePolicy: "fips-9000", RootCAFile: ""}); err == nil {
+	if _, err := TLSConfig(Config{CompliancePolicy: "fips-9000", RootCAFile: ""}); err == nil {
 		t.Fatal("unknown policy accepted")
 	}
 }

@@ -7,9 +7,10 @@ import (
 	"testing"
 )
 
-// TestStreamHeaderAsDial: the HTTP/2 client's headers are Dial's metadata (ClusterID, XDS_HEADER_*
-// values) plus the token read afresh on every stream, and none when the token file is missing.
-func TestStreamHeaderAsDial(t *testing.T) {
+// TestStreamHeader: the HTTP/2 client's headers are the metadata (ClusterID, XDS_HEADER_* or
+// CA_HEADER_* values) plus the token read afresh on every stream, and none when the token file is
+// missing.
+func TestStreamHeader(t *testing.T) {
 	tok := filepath.Join(t.TempDir(), "token")
 	h := StreamHeader(Config{ClusterID: "Kubernetes", Metadata: map[string]string{"x-extra": "1"}, TokenFile: tok})
 	got, err := h(context.Background())

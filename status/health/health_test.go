@@ -15,8 +15,10 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -205,7 +207,15 @@ func TestGRPCProber(t *testing.T) {
 		t.Fatal(err)
 	}
 	hs.SetServingStatus("app", healthpb.HealthCheckResponse_NOT_SERVING)
-	if err := p.Probe(context.Background()); err == nil {
-		t.Fatal("NOT_SERVING is healthy")
+	if err := p.Probe(context.Background()); err == nil || err.Error() != `grpc health of "app" is NOT_SERVING` {
+		t.Fatalf("NOT_SERVING: %v", err)
+	}
+	other := NewGRPCProber(l.Addr().(*net.TCPAddr).Port, "other")
+	if err := other.Probe(context.Background()); status.Code(err) != codes.NotFound {
+		t.Fatalf("a service the application does not know: %v, want its NotFound", err)
+	}
+	srv.Stop()
+	if err := p.Probe(context.Background()); status.Code(err) != codes.Unavailable {
+		t.Fatalf("application gone: %v, want Unavailable", err)
 	}
 }

@@ -12,9 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"github.com/wingman-mesh/wingman/internal/h2grpc"
 )
 
 // Header is one HTTP request header of an HTTP probe.
@@ -111,20 +109,20 @@ func NewExecProber(command []string) (Prober, error) {
 }
 
 // NewGRPCProber is healthy when grpc.health.v1.Health/Check on localhost:port answers SERVING
-// for service.
+// for service, over plaintext HTTP/2 on a fresh connection per probe.
 func NewGRPCProber(port int, service string) Prober {
 	addr := net.JoinHostPort("localhost", strconv.Itoa(port))
 	return ProberFunc(func(ctx context.Context) error {
-		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		c, err := h2grpc.NewClient(h2grpc.ClientConfig{Address: addr})
 		if err != nil {
 			return err
 		}
-		defer cc.Close()
-		resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		defer c.Close()
+		s, err := c.HealthCheck(ctx, service)
 		if err != nil {
 			return err
 		}
-		if s := resp.GetStatus(); s != healthpb.HealthCheckResponse_SERVING {
+		if s != h2grpc.HealthServing {
 			return fmt.Errorf("grpc health of %q is %s", service, s)
 		}
 		return nil

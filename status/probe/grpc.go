@@ -7,13 +7,11 @@ import (
 	"net/http"
 	"strconv"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"github.com/wingman-mesh/wingman/internal/h2grpc"
 )
 
-// grpcProbe runs one grpc action: grpc.health.v1.Health/Check on a fresh connection (as
-// kubelet does); SERVING is a success. Immutable.
+// grpcProbe runs one grpc action: grpc.health.v1.Health/Check over plaintext HTTP/2 on a fresh
+// connection (as kubelet does), from the probe source address; SERVING is a success. Immutable.
 type grpcProbe struct {
 	action *Action
 	host   string
@@ -25,28 +23,26 @@ func (p *grpcProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeoutOf(p.action))
 	defer cancel()
 	addr := net.JoinHostPort(p.host, strconv.Itoa(p.action.GRPC.Port))
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-			return p.dial.DialContext(ctx, "tcp", a)
-		}),
+	cfg := h2grpc.ClientConfig{
+		Address: addr,
+		Dial:    func(ctx context.Context) (net.Conn, error) { return p.dial.DialContext(ctx, "tcp", addr) },
 	}
-	if ua := r.UserAgent(); ua != "" {
-		opts = append(opts, grpc.WithUserAgent(ua))
+	if ua := r.UserAgent(); ua != "" { // kubelet's, passed on as it was with grpc-go's client
+		cfg.Header = func(context.Context) (http.Header, error) { return http.Header{"User-Agent": {ua}}, nil }
 	}
-	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
+	c, err := h2grpc.NewClient(cfg)
 	if err != nil {
 		http.Error(w, "grpc probe "+addr+": "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	defer cc.Close()
-	resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: p.action.GRPC.Service})
+	defer c.Close()
+	s, err := c.HealthCheck(ctx, p.action.GRPC.Service)
 	if err != nil {
 		p.log.Debug("app grpc probe failed", "path", p.action.Path, "addr", addr, "error", err)
 		http.Error(w, "grpc probe "+addr+": "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	if s := resp.GetStatus(); s != healthpb.HealthCheckResponse_SERVING {
+	if s != h2grpc.HealthServing {
 		http.Error(w, "grpc probe "+addr+": service status "+s.String(), http.StatusInternalServerError)
 		return
 	}

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -233,7 +235,17 @@ func TestGRPCProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	// What the application saw of each call: kubelet's user-agent, the probe's source address.
+	seen := make(chan [2]string, 10)
+	srv := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		pr, _ := peer.FromContext(ctx)
+		select {
+		case seen <- [2]string{strings.Join(md.Get("user-agent"), ","), pr.Addr.(*net.TCPAddr).IP.String()}:
+		default:
+		}
+		return h(ctx, req)
+	}))
 	hs := health.NewServer()
 	hs.SetServingStatus("up", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus("down", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -249,12 +261,49 @@ func TestGRPCProbe(t *testing.T) {
 	 "/app-health/all/livez": {"grpc": {"port": %[1]d}}
 	}`, port)
 	run := probeApp(t, doc, Config{})
-	for path, want := range map[string]int{
-		"/app-health/rpc/livez": 200, "/app-health/rpc/readyz": 500, "/app-health/rpc/startupz": 500, "/app-health/all/livez": 200,
+	for path, want := range map[string]struct {
+		code int
+		body string
+	}{
+		"/app-health/rpc/livez":    {200, ""},
+		"/app-health/rpc/readyz":   {500, "service status NOT_SERVING"},
+		"/app-health/rpc/startupz": {500, "code = NotFound desc = unknown service"},
+		"/app-health/all/livez":    {200, ""},
 	} {
-		if code, body := run(path, http.Header{"User-Agent": {"kube-probe/1.30"}}); code != want {
-			t.Errorf("%s = %d %q, want %d", path, code, body, want)
+		code, body := run(path, http.Header{"User-Agent": {"kube-probe/1.30"}})
+		if code != want.code || !strings.Contains(body, want.body) {
+			t.Errorf("%s = %d %q, want %d %q", path, code, body, want.code, want.body)
 		}
+		if got := <-seen; got != [2]string{"kube-probe/1.30", "127.0.0.6"} {
+			t.Errorf("%s: the application saw user-agent %q from %s", path, got[0], got[1])
+		}
+	}
+}
+
+// TestGRPCProbeTimeout: an application that accepts the connection and never answers fails the
+// probe once its timeout has passed.
+func TestGRPCProbeTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+		close(accepted)
+	}()
+	defer func() {
+		ln.Close()
+		if c, ok := <-accepted; ok {
+			c.Close()
+		}
+	}()
+	run := probeApp(t, fmt.Sprintf(`{"/app-health/rpc/livez": {"grpc": {"port": %d}, "timeoutSeconds": 1}}`, ln.Addr().(*net.TCPAddr).Port), Config{})
+	if code, body := run("/app-health/rpc/livez", nil); code != 500 || !strings.Contains(body, "DeadlineExceeded") {
+		t.Fatalf("silent application: %d %q, want 500 DeadlineExceeded", code, body)
 	}
 }
 

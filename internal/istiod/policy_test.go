@@ -23,7 +23,10 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/wingman-mesh/wingman/internal/h2grpc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -87,20 +90,42 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// TestMetadataPerCall: the token is read on every call (a change is seen by the next call, a
-// missing file sends no header), ClusterID and the caller's headers go on unary and streaming
-// calls alike.
+// TestMetadataPerCall: through the policy's TLS config and stream header, an HTTP/2 gRPC client
+// (internal/h2grpc, as the CA client and the xDS upstream use it) reaches a real grpc-go server
+// over TLS and in plaintext; the token is read on every call (a change is seen by the next
+// call, a missing file sends no header), ClusterID and the caller's headers go on unary and
+// streaming calls alike.
 func TestMetadataPerCall(t *testing.T) {
-	srv := serve(t, nil)
-	tok := filepath.Join(t.TempDir(), "istio-token")
-	writeFile(t, tok, "first\n")
-	cc, err := Dial(Config{Address: srv.addr, Plaintext: true, TokenFile: tok, ClusterID: "Kubernetes",
-		Metadata: map[string]string{"X-Custom": "v"}})
+	for _, useTLS := range []bool{true, false} {
+		t.Run(map[bool]string{true: "tls", false: "plaintext"}[useTLS], func(t *testing.T) {
+			testMetadataPerCall(t, useTLS)
+		})
+	}
+}
+
+func testMetadataPerCall(t *testing.T, useTLS bool) {
+	dir := t.TempDir()
+	cfg := Config{Plaintext: !useTLS, TokenFile: filepath.Join(dir, "istio-token"), ClusterID: "Kubernetes",
+		Metadata: map[string]string{"X-Custom": "v"}}
+	var creds grpc.ServerOption
+	if useTLS {
+		rootPEM, serving := pki(t, "istiod.istio-system.svc")
+		cfg.RootCAFile, cfg.ServerName = filepath.Join(dir, "root.pem"), "istiod.istio-system.svc"
+		writeFile(t, cfg.RootCAFile, rootPEM)
+		creds = grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{serving}}))
+	}
+	srv := serve(t, creds)
+	cfg.Address = srv.addr
+	writeFile(t, cfg.TokenFile, "first\n")
+	tc, err := TLSConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
-	client := healthpb.NewHealthClient(cc)
+	client, err := h2grpc.NewClient(h2grpc.ClientConfig{Address: cfg.Address, TLS: tc, Header: StreamHeader(cfg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
 	ctx := t.Context()
 	check := func(wantAuth string) {
 		t.Helper()
@@ -116,27 +141,30 @@ func TestMetadataPerCall(t *testing.T) {
 		}
 	}
 
-	if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
-		t.Fatal(err)
+	if st, err := client.HealthCheck(ctx, ""); err != nil || st != h2grpc.HealthServing {
+		t.Fatalf("Check: %v, %v", st, err)
 	}
 	check("Bearer first")
 
-	writeFile(t, tok, "second")
-	sctx, cancel := context.WithCancel(ctx)
-	stream, err := client.Watch(sctx, &healthpb.HealthCheckRequest{})
+	writeFile(t, cfg.TokenFile, "second")
+	stream, err := client.Open(ctx, "/grpc.health.v1.Health/Watch")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stream.Recv(); err != nil { // the server has run the handler: metadata recorded
+	if err := stream.SendMsg(mem.BufferSlice{}); err != nil {
 		t.Fatal(err)
 	}
-	cancel()
+	stream.CloseSend()                                // a server-streaming method: grpc-go's handler waits for the half-close
+	if _, err := stream.RecvMsgHeader(); err != nil { // the server has run the handler: metadata recorded
+		t.Fatal(err)
+	}
+	stream.Close()
 	check("Bearer second")
 
-	if err := os.Remove(tok); err != nil {
+	if err := os.Remove(cfg.TokenFile); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+	if _, err := client.HealthCheck(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
 	check("")
@@ -172,16 +200,16 @@ func pki(t *testing.T, name string) (rootPEM string, serving tls.Certificate) {
 		tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}
 }
 
-// handshake runs one client handshake with creds against a TLS server presenting serving.
-func handshake(t *testing.T, creds credentials.TransportCredentials, serverName string, serving tls.Certificate) error {
+// handshake runs one client handshake with client against a TLS server presenting serving.
+func handshake(t *testing.T, client *tls.Config, serving tls.Certificate) error {
 	t.Helper()
-	_, err := handshakeWith(t, creds, serverName, &tls.Config{Certificates: []tls.Certificate{serving}})
+	_, err := handshakeWith(t, client, &tls.Config{Certificates: []tls.Certificate{serving}})
 	return err
 }
 
-// handshakeWith runs one client handshake with creds against a TLS server configured by server
-// and returns what the client negotiated.
-func handshakeWith(t *testing.T, creds credentials.TransportCredentials, serverName string, server *tls.Config) (tls.ConnectionState, error) {
+// handshakeWith runs one client handshake with client against a TLS server configured by
+// server and returns what the client negotiated.
+func handshakeWith(t *testing.T, client *tls.Config, server *tls.Config) (tls.ConnectionState, error) {
 	t.Helper()
 	server.NextProtos = []string{"h2"}
 	lis, err := tls.Listen("tcp", "127.0.0.1:0", server)
@@ -203,12 +231,11 @@ func handshakeWith(t *testing.T, creds credentials.TransportCredentials, serverN
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	conn, info, err := creds.ClientHandshake(t.Context(), serverName, raw)
-	if err != nil {
+	conn := tls.Client(raw, client)
+	if err := conn.HandshakeContext(t.Context()); err != nil {
 		return tls.ConnectionState{}, err
 	}
-	conn.Close()
-	return info.(credentials.TLSInfo).State, nil
+	return conn.ConnectionState(), nil
 }
 
 // TestRootsReloaded: the roots are read again when their file changes, so a root rotation takes
@@ -220,37 +247,37 @@ func TestRootsReloaded(t *testing.T) {
 	roots := filepath.Join(t.TempDir(), "root-cert.pem")
 	writeFile(t, roots, oldRoot)
 	cfg := Config{Address: "istiod.istio-system.svc:15012", RootCAFile: roots, ServerName: "istiod.istio-system.svc"}
-	creds, err := transport(&cfg)
+	creds, err := TLSConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := handshake(t, creds, cfg.ServerName, serving); err == nil || !strings.Contains(err.Error(), "verify") {
+	if err := handshake(t, creds, serving); err == nil || !strings.Contains(err.Error(), "verify") {
 		t.Fatalf("handshake against untrusted roots: %v", err)
 	}
 	writeFile(t, roots, newRoot)
-	if err := handshake(t, creds, cfg.ServerName, serving); err != nil {
+	if err := handshake(t, creds, serving); err != nil {
 		t.Fatalf("handshake after the roots changed: %v", err)
 	}
 	if err := os.Remove(roots); err != nil {
 		t.Fatal(err)
 	}
-	if err := handshake(t, creds, cfg.ServerName, serving); err != nil {
+	if err := handshake(t, creds, serving); err != nil {
 		t.Fatalf("handshake while the roots file is missing: %v", err)
 	}
 	wrongName := cfg
 	wrongName.ServerName = "other.example.com"
 	writeFile(t, roots, newRoot)
-	other, err := transport(&wrongName)
+	other, err := TLSConfig(wrongName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := handshake(t, other, wrongName.ServerName, serving); err == nil {
+	if err := handshake(t, other, serving); err == nil {
 		t.Fatal("a certificate for another name was accepted")
 	}
-	if _, err := transport(&Config{Address: cfg.Address, RootCAFile: filepath.Join(t.TempDir(), "missing.pem")}); err == nil {
+	if _, err := TLSConfig(Config{Address: cfg.Address, RootCAFile: filepath.Join(t.TempDir(), "missing.pem")}); err == nil {
 		t.Fatal("unreadable roots accepted at dial")
 	}
-	if _, err := transport(&Config{Address: "istiod.istio-system.svc:15010", Plaintext: true, RootCAFile: "/missing"}); err != nil {
+	if _, err := TLSConfig(Config{Address: "istiod.istio-system.svc:15010", Plaintext: true, RootCAFile: "/missing"}); err != nil {
 		t.Fatalf("a plaintext connection read the roots: %v", err)
 	}
 }
