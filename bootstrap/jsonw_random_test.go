@@ -7,6 +7,9 @@ import (
 	"os"
 	"reflect"
 	"strings"
+
+	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
+	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
 // Random values for the writer's differential tests. Reflection is fine here: it only builds
@@ -179,7 +182,10 @@ func randomRawJSON(r *rand.Rand, depth int) string {
 	return s
 }
 
-var rawMessageType = reflect.TypeFor[json.RawMessage]()
+var (
+	rawMessageType      = reflect.TypeFor[json.RawMessage]()
+	proxyConfigJSONType = reflect.TypeFor[*ProxyConfigJSON]()
+)
 
 // fillRandom sets v to a random value of its type: each field at random zero or set, slices
 // and maps nil, empty or short.
@@ -200,6 +206,18 @@ func fill(r *rand.Rand, v reflect.Value, depth int, all bool) {
 			return
 		}
 		v.SetBytes([]byte(randomRawJSON(r, depth)))
+		return
+	}
+	if v.Type() == proxyConfigJSONType {
+		if zero() {
+			v.SetZero()
+			return
+		}
+		pc := proxyconfig.Default()
+		valid := func() string { return strings.ToValidUTF8(randomString(r), "?") } // else protojson refuses it
+		pc.ClusterName = &meshapi.ProxyConfig_ServiceCluster{ServiceCluster: valid()}
+		pc.ProxyMetadata = map[string]string{valid(): valid()}
+		v.Set(reflect.ValueOf(&ProxyConfigJSON{pc}))
 		return
 	}
 	switch v.Kind() {
@@ -269,6 +287,10 @@ func fill(r *rand.Rand, v reflect.Value, depth int, all bool) {
 		}
 	case reflect.Bool:
 		v.SetBool(all || r.IntN(2) == 0)
+	case reflect.Int:
+		if !zero() {
+			v.SetInt(int64(r.IntN(1<<17)) - 1<<10)
+		}
 	case reflect.Uint32:
 		if !zero() {
 			v.SetUint(uint64(1 + r.Uint32N(math.MaxUint32)))

@@ -187,7 +187,7 @@ func FuzzJSONWriterScalars(f *testing.F) {
 
 // FuzzRenderConfig renders configurations built from fuzzed environment, annotations, labels
 // and ProxyConfig values and requires Render's bytes to be json.MarshalIndent's of the same
-// typed bootstrap (and the gRPC bootstrap's likewise).
+// typed bootstrap (and the gRPC bootstrap's and the node metadata's likewise).
 func FuzzRenderConfig(f *testing.F) {
 	f.Add("reviews-v1", `{"a":1,"b":[true,null,"<x>"]}`, `{"istiocustom":[1,5,10]}`, "app=\"x\"", "my.flag", "7", "10.0.0.5", uint16(15090))
 	f.Add("\u2028&", `{"LABELS":{"k":"v"},"NAMESPACE":"ns"}`, `{"p":[1e-7,2.5e21,-0.5]}`, "topology.istio.io/locality=\"r/z/s\"", "", "true", "fd00::1", uint16(1))
@@ -202,6 +202,9 @@ func FuzzRenderConfig(f *testing.F) {
 		ann := `sidecar.istio.io/statsHistogramBuckets=` + strconv.Quote(buckets)
 		must(t, writeTestFile(cfg.AnnotationsFile, ann))
 		must(t, writeTestFile(cfg.LabelsFile, labels))
+		if m, err := NodeMetadata(cfg, []string{"10.0.0.5"}); err == nil {
+			requireMetadataJSON(t, "fuzzed node metadata", m)
+		}
 		b, err := Build(cfg)
 		if err != nil {
 			return // refused input: nothing is written either way
