@@ -1,9 +1,11 @@
 package bootstrap
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // metadataField is one typed key of Metadata: its JSON name and a pointer to its field.
@@ -214,4 +216,84 @@ func (l *PodPortList) appendJSON(w *jsonWriter) {
 	}
 	inner.endArray()
 	w.str(string(inner.buf))
+}
+
+// setKey sets the typed field of metadata key k from its value v as
+// json.Unmarshal(json.Marshal(map[string]any{k: v}), (*metadataFields)(m)) would, without
+// building encoding/json's field cache of the 56-field struct: the field is found by exact
+// name, else case-insensitively (strings.EqualFold, as encoding/json's folding); a key naming
+// no field is ignored. A string value (every ISTIO_META_ variable) is set directly: invalid
+// UTF-8 becomes U+FFFD byte by byte as the JSON round trip makes it, and the Unmarshaler types
+// get the encoded string as encoding/json hands it to them. Any other value is decoded into the
+// one field with json.Unmarshal, which keeps every rule of the round trip (null, merging into
+// an existing map, type errors) and caches nothing for a non-struct field.
+func (m *Metadata) setKey(k string, v any) error {
+	w := jsonWriter{}
+	w.value(v)
+	if w.err != nil { // a value JSON cannot hold fails the round trip whatever its key
+		return w.err
+	}
+	f := findMetadataField(k)
+	if f == nil {
+		return nil
+	}
+	p := f.ptr(m)
+	if s, ok := v.(string); ok {
+		switch p := p.(type) {
+		case *string:
+			*p = validUTF8(s)
+			return nil
+		case *StringBool:
+			return p.UnmarshalJSON(w.buf)
+		case **StringBool:
+			if *p == nil {
+				*p = new(StringBool)
+			}
+			return (*p).UnmarshalJSON(w.buf)
+		case *StringList:
+			if s == "" {
+				*p = nil
+			} else {
+				*p = strings.Split(validUTF8(s), ",")
+			}
+			return nil
+		case *PodPortList:
+			return p.UnmarshalJSON(w.buf)
+		}
+	}
+	return json.Unmarshal(w.buf, p)
+}
+
+// findMetadataField is the typed key named k: exactly, else ignoring case.
+func findMetadataField(k string) *metadataField {
+	if i, ok := slices.BinarySearchFunc(metadataFieldTable[:], k, func(f metadataField, k string) int {
+		return strings.Compare(f.name, k)
+	}); ok {
+		return &metadataFieldTable[i]
+	}
+	for i := range metadataFieldTable {
+		if strings.EqualFold(metadataFieldTable[i].name, k) {
+			return &metadataFieldTable[i]
+		}
+	}
+	return nil
+}
+
+// validUTF8 replaces each byte of s that is not part of valid UTF-8 by U+FFFD, as a JSON
+// encode and decode round trip does (strings.ToValidUTF8 would merge runs into one).
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, "\ufffd"...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return string(b)
 }

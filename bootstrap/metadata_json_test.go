@@ -105,3 +105,117 @@ func TestMetadataMarshalMatchesReference(t *testing.T) {
 		requireMetadataJSON(t, "random "+strconv.Itoa(i), &m)
 	}
 }
+
+// setKeyReference is how NodeMetadata set a typed field before setKey: the key and value
+// marshalled as a one-key object and unmarshalled into the typed struct.
+func setKeyReference(m *Metadata, k string, v any) error {
+	one, err := json.Marshal(map[string]any{k: v})
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(one, (*metadataFields)(m))
+}
+
+// metadataKeyVariants are spellings of a typed key encoding/json matches by folding (or not).
+func metadataKeyVariant(r *rand.Rand) string {
+	k := metadataFieldTable[r.IntN(len(metadataFieldTable))].name
+	switch r.IntN(7) {
+	case 0:
+		return strings.ToLower(k)
+	case 1:
+		return strings.ReplaceAll(k, "K", "\u212a") // KELVIN SIGN folds to k
+	case 2:
+		return strings.ReplaceAll(strings.ToLower(k), "s", "\u017f") // LONG S folds to s
+	case 3:
+		return k + "\xff"
+	case 4:
+		return randomString(r)
+	default:
+		return k
+	}
+}
+
+// metadataValues are values as NodeMetadata finds them: strings from the environment (bool
+// spellings, lists, JSON held in strings, invalid UTF-8) and decoded JSON of every shape.
+func randomMetadataValue(r *rand.Rand) any {
+	switch r.IntN(6) {
+	case 0:
+		return []string{"true", "false", "1", "T", "yes", "", "a,b,,c", "15020", "null"}[r.IntN(9)]
+	case 1:
+		return []string{`[{"containerPort":9080,"protocol":"TCP"}]`, `[{"name":"<h>","containerPort":80.0}]`, `[]`, `null`, `{}`, `[{"CONTAINERPORT":1}]`, `[null]`, ``}[r.IntN(8)]
+	case 2:
+		return randomString(r)
+	case 3:
+		var v any
+		if err := json.Unmarshal([]byte(randomRawJSON(r, 0)), &v); err != nil {
+			return nil // 1e400 is JSON but no float64
+		}
+		return v
+	case 4:
+		return []any{map[string]any{"concurrency": 2.0, "serviceCluster": "x"}, map[string]any{"a": "b", "c": nil}, []any{"a", nil}, 15020.0, 1e21, 1.5, nil, true}[r.IntN(8)]
+	default:
+		return randomAny(r, 0)
+	}
+}
+
+// TestMetadataSetKeyMatchesReference applies the same random (key, value) sequences with setKey
+// and with the encoding/json round trip and requires the same Metadata and the same failures.
+func TestMetadataSetKeyMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 16))
+	for i := range 3000 {
+		var got, want Metadata
+		for j := range 1 + r.IntN(4) {
+			k, v := metadataKeyVariant(r), randomMetadataValue(r)
+			gerr, werr := got.setKey(k, v), setKeyReference(&want, k, v)
+			if (gerr == nil) != (werr == nil) {
+				t.Fatalf("case %d.%d: key %q value %#v: setKey error %v, encoding/json error %v", i, j, k, v, gerr, werr)
+			}
+			if werr != nil {
+				break
+			}
+			requireSameMetadata(t, fmt.Sprintf("case %d.%d key %q value %#v", i, j, k, v), &got, &want)
+		}
+	}
+}
+
+func requireSameMetadata(t testing.TB, what string, got, want *Metadata) {
+	t.Helper()
+	g, w := *got, *want
+	gpc, _ := json.Marshal(g.ProxyConfig) // protos are compared by their JSON, not their internals
+	wpc, _ := json.Marshal(w.ProxyConfig)
+	if string(gpc) != string(wpc) {
+		t.Fatalf("%s: PROXY_CONFIG %s, want %s", what, gpc, wpc)
+	}
+	g.ProxyConfig, w.ProxyConfig = nil, nil
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("%s:\n got  %+v\n want %+v", what, g, w)
+	}
+}
+
+// FuzzMetadataSetKey: any key with any string value, and with any JSON value, is set as the
+// encoding/json round trip sets it.
+func FuzzMetadataSetKey(f *testing.F) {
+	f.Add("ENABLE_HBONE", "true", `{"a":"b"}`)
+	f.Add("labels", "x", `{"k":null,"j":"v"}`)
+	f.Add("POD_PORTS", `[{"containerPort":1}]`, `"[]"`)
+	f.Add("envoy_status_port", "1", `15020`)
+	f.Add("PILOT_SAN", "\xff", `["a",null]`)
+	f.Add("METADATA_DISCOVERY", "0", `null`)
+	f.Fuzz(func(t *testing.T, k, s, js string) {
+		var jv any
+		values := []any{s}
+		if json.Unmarshal([]byte(js), &jv) == nil {
+			values = append(values, jv)
+		}
+		for _, v := range values {
+			var got, want Metadata
+			gerr, werr := got.setKey(k, v), setKeyReference(&want, k, v)
+			if (gerr == nil) != (werr == nil) {
+				t.Fatalf("key %q value %#v: setKey error %v, encoding/json error %v", k, v, gerr, werr)
+			}
+			if werr == nil {
+				requireSameMetadata(t, fmt.Sprintf("key %q value %#v", k, v), &got, &want)
+			}
+		}
+	})
+}
