@@ -41,13 +41,19 @@ func (w *jsonWriter) fail(err error) {
 }
 
 func (w *jsonWriter) newline() {
-	if !w.indent {
-		return
+	if w.indent {
+		w.buf = appendNewline(w.buf, w.depth)
 	}
-	w.buf = append(w.buf, '\n')
-	for range w.depth {
-		w.buf = append(w.buf, ' ', ' ')
+}
+
+// appendNewline appends a line break and depth two-space indents.
+func appendNewline(b []byte, depth int) []byte {
+	const spaces = "\n                                                                "
+	b = append(b, spaces[:1+min(2*depth, len(spaces)-1)]...)
+	for range depth - (len(spaces)-1)/2 {
+		b = append(b, ' ', ' ')
 	}
+	return b
 }
 
 func (w *jsonWriter) beginObject() {
@@ -219,11 +225,7 @@ func (w *jsonWriter) raw(v []byte) {
 		if !w.indent {
 			return b
 		}
-		b = append(b, '\n')
-		for range depth {
-			b = append(b, ' ', ' ')
-		}
-		return b
+		return appendNewline(b, depth)
 	}
 	inString, escaped, open := false, false, false // open: after { or [, nothing yet
 	for i := 0; i < len(v); i++ {

@@ -156,6 +156,25 @@ func TestWriterFallbackKeepsBytes(t *testing.T) {
 	}
 }
 
+// TestWriterDeepNesting: indentation past the writer's precomputed 32 levels, in values and in
+// raw JSON.
+func TestWriterDeepNesting(t *testing.T) {
+	var v any = "leaf"
+	raw := `"leaf"`
+	for i := range 50 {
+		v = map[string]any{"k" + strconv.Itoa(i): v, "e": []any{}}
+		raw = `[` + raw + `, {}]`
+	}
+	m := map[string]any{"v": v, "r": json.RawMessage(raw)}
+	want, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := jsonWriter{indent: true}
+	w.value(m)
+	requireSame(t, "deep", w.buf, want)
+}
+
 // FuzzJSONWriterScalars: any string, any raw JSON text and any float are written as
 // encoding/json writes them, compact and indented.
 func FuzzJSONWriterScalars(f *testing.F) {
@@ -218,4 +237,37 @@ func FuzzRenderConfig(f *testing.F) {
 		got, want = writeBoth(t, g)
 		requireSame(t, "fuzzed gRPC bootstrap", got, want)
 	})
+}
+
+// BenchmarkAppendBootstrap is the writer alone on the default bootstrap (built once).
+func BenchmarkAppendBootstrap(b *testing.B) {
+	bs, err := Build(baseConfig(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 0, renderBufSize)
+	out, _ := appendIndented(buf, bs)
+	b.SetBytes(int64(len(out)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := appendIndented(buf, bs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMarshalIndentBootstrap is encoding/json on the same value, for a same-run ratio.
+func BenchmarkMarshalIndentBootstrap(b *testing.B) {
+	bs, err := Build(baseConfig(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, _ := json.MarshalIndent(bs, "", "  ")
+	b.SetBytes(int64(len(out)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := json.MarshalIndent(bs, "", "  "); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
