@@ -105,10 +105,11 @@ func TestAppendJSONRandomValues(t *testing.T) {
 }
 
 // TestAppendJSONCoversEveryField sets every field of every type reachable from the two
-// bootstraps (no zero values, so no omitempty hides a field the writer forgot) and compares.
+// bootstraps, and of the types the render puts in typed_config (no zero values, so no
+// omitempty hides a field the writer forgot) and compares.
 func TestAppendJSONCoversEveryField(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 16))
-	for _, v := range []jsonAppender{new(Bootstrap), new(GRPCBootstrap)} {
+	for _, v := range []jsonAppender{new(Bootstrap), new(GRPCBootstrap), new(HTTPConnectionManager), new(TypedStruct), new(SocketAddress)} {
 		fillAll(r, reflect.ValueOf(v).Elem(), 0)
 		got, want := writeBoth(t, v)
 		requireSame(t, reflect.TypeOf(v).String(), got, want)
