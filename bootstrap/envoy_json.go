@@ -6,24 +6,32 @@ package bootstrap
 // writes null. Keep these in step with the struct tags: TestAppendJSONCoversEveryField fails
 // when a field is added to a struct and not written here.
 
-// appendSlice writes s as a JSON array of its elements; nil is null.
+// appendSlice writes s as a JSON array of its elements; nil is null. The loop is in array, not
+// here: each element type gets its own copy of a generic body, so it is kept to one call.
 func appendSlice[T any, P interface {
 	*T
 	jsonAppender
 }](w *jsonWriter, s []T) {
-	if s == nil {
+	w.array(len(s), s == nil, func(i int) { P(&s[i]).appendJSON(w) })
+}
+
+// array writes n elements with elem; isNil writes null instead.
+func (w *jsonWriter) array(n int, isNil bool, elem func(i int)) {
+	if isNil {
 		w.null()
 		return
 	}
 	w.beginArray()
-	for i := range s {
+	for i := range n {
 		w.elem()
-		P(&s[i]).appendJSON(w)
+		elem(i)
 	}
 	w.endArray()
 }
 
 // strField writes a string member, skipped when empty if omitEmpty.
+//
+//go:noinline
 func (w *jsonWriter) strField(name, v string, omitEmpty bool) {
 	if omitEmpty && v == "" {
 		return
@@ -33,6 +41,8 @@ func (w *jsonWriter) strField(name, v string, omitEmpty bool) {
 }
 
 // boolField writes a bool member, skipped when false if omitEmpty.
+//
+//go:noinline
 func (w *jsonWriter) boolField(name string, v, omitEmpty bool) {
 	if omitEmpty && !v {
 		return
@@ -42,6 +52,8 @@ func (w *jsonWriter) boolField(name string, v, omitEmpty bool) {
 }
 
 // uintField writes an unsigned member, skipped when 0 if omitEmpty.
+//
+//go:noinline
 func (w *jsonWriter) uintField(name string, v uint32, omitEmpty bool) {
 	if omitEmpty && v == 0 {
 		return
@@ -52,6 +64,8 @@ func (w *jsonWriter) uintField(name string, v uint32, omitEmpty bool) {
 
 // emptyObjectField writes a *struct{} member (an empty proto message): {} when set, null when
 // nil unless omitEmpty.
+//
+//go:noinline
 func (w *jsonWriter) emptyObjectField(name string, v *struct{}, omitEmpty bool) {
 	if omitEmpty && v == nil {
 		return

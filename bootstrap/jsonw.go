@@ -21,6 +21,10 @@ import (
 // jsonw_test.go checks every rule against encoding/json itself, on the goldens' inputs, random
 // values and fuzzed input.
 //
+// The small helpers (begin/end, field, key, null, scalars, the *Field helpers) are go:noinline:
+// inlined into the ~60 appendJSON methods they made the stripped pilot-agent 70 KB larger
+// (measured), for nothing worth having on a path run once per start.
+//
 // Not safe for concurrent use. The first error sticks in err; what is written after it is
 // garbage and the callers drop it.
 type jsonWriter struct {
@@ -41,6 +45,7 @@ func (w *jsonWriter) fail(err error) {
 	}
 }
 
+//go:noinline
 func (w *jsonWriter) newline() {
 	if w.indent {
 		w.buf = appendNewline(w.buf, w.depth)
@@ -57,24 +62,30 @@ func appendNewline(b []byte, depth int) []byte {
 	return b
 }
 
+//go:noinline
 func (w *jsonWriter) beginObject() {
 	w.buf = append(w.buf, '{')
 	w.depth++
 	w.empty = true
 }
 
+//go:noinline
 func (w *jsonWriter) endObject() { w.end('}') }
 
+//go:noinline
 func (w *jsonWriter) beginArray() {
 	w.buf = append(w.buf, '[')
 	w.depth++
 	w.empty = true
 }
 
+//go:noinline
 func (w *jsonWriter) endArray() { w.end(']') }
 
 // end closes the innermost object or array; an empty one stays "{}" or "[]" as json.Indent
 // leaves it. Once closed it is a value, so the container around it is no longer empty.
+//
+//go:noinline
 func (w *jsonWriter) end(c byte) {
 	w.depth--
 	if !w.empty {
@@ -85,6 +96,8 @@ func (w *jsonWriter) end(c byte) {
 }
 
 // sep starts a member: the comma after the previous one, then the line break and indent.
+//
+//go:noinline
 func (w *jsonWriter) sep() {
 	if !w.empty {
 		w.buf = append(w.buf, ',')
@@ -94,9 +107,13 @@ func (w *jsonWriter) sep() {
 }
 
 // elem starts an array element.
+//
+//go:noinline
 func (w *jsonWriter) elem() { w.sep() }
 
 // field starts an object member whose name needs no escaping (a struct field's JSON name).
+//
+//go:noinline
 func (w *jsonWriter) field(name string) {
 	w.sep()
 	w.buf = append(w.buf, '"')
@@ -108,6 +125,8 @@ func (w *jsonWriter) field(name string) {
 }
 
 // key starts an object member with an arbitrary name (a map key), escaped as a string.
+//
+//go:noinline
 func (w *jsonWriter) key(k string) {
 	w.sep()
 	w.str(k)
@@ -117,12 +136,16 @@ func (w *jsonWriter) key(k string) {
 	}
 }
 
+//go:noinline
 func (w *jsonWriter) null() { w.buf = append(w.buf, "null"...) }
 
+//go:noinline
 func (w *jsonWriter) bool(b bool) { w.buf = strconv.AppendBool(w.buf, b) }
 
+//go:noinline
 func (w *jsonWriter) int(i int64) { w.buf = strconv.AppendInt(w.buf, i, 10) }
 
+//go:noinline
 func (w *jsonWriter) uint(u uint64) { w.buf = strconv.AppendUint(w.buf, u, 10) }
 
 // float writes f as encoding/json does (the ES6 number format): shortest round-trip digits,
