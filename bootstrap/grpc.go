@@ -97,11 +97,12 @@ func WriteGRPCBootstrap(path string, cfg Config, outputCertsDir string) error {
 	if err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(b, "", "  ")
+	// Written without reflection (jsonw.go), byte for byte as json.MarshalIndent(b, "", "  ").
+	data, err := appendIndented(make([]byte, 0, 4<<10), b)
 	if err != nil {
 		return fmt.Errorf("gRPC bootstrap: %w", err)
 	}
-	return WriteFile(path, append(data, '\n'), 0o644)
+	return WriteFile(path, data, 0o644)
 }
 
 // ParseGRPCBootstrap parses a gRPC bootstrap strictly enough for readiness: JSON, at least one

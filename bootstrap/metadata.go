@@ -76,11 +76,7 @@ func NodeMetadata(cfg Config, ips []string) (*Metadata, error) {
 	m := &Metadata{}
 	for k, v := range raw {
 		// Decode key by key so a type error names the key and its source.
-		one, err := json.Marshal(map[string]any{k: v})
-		if err != nil {
-			return nil, fmt.Errorf("node metadata key %s (from %s): %w", k, from[k], err)
-		}
-		if err := json.Unmarshal(one, (*metadataFields)(m)); err != nil {
+		if err := m.setKey(k, v); err != nil {
 			return nil, fmt.Errorf("node metadata key %s (from %s): %w", k, from[k], err)
 		}
 	}

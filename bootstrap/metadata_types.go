@@ -177,27 +177,17 @@ type Metadata struct {
 // metadataFields is Metadata without its methods, so json sees the plain struct.
 type metadataFields Metadata
 
-// MarshalJSON writes the typed keys, then every raw key not among them, in sorted key order.
+// MarshalJSON writes the typed keys, then every raw key not among them, in sorted key order:
+// the bytes json.Marshal would make of the typed struct merged with the raw map (the typed
+// field wins, as in Istio's nodeMetadataConverter), written without reflection
+// (metadata_json.go).
 func (m *Metadata) MarshalJSON() ([]byte, error) {
-	typed, err := json.Marshal((*metadataFields)(m))
-	if err != nil {
-		return nil, err
+	w := jsonWriter{buf: make([]byte, 0, 4<<10)}
+	m.appendJSON(&w)
+	if w.err != nil {
+		return nil, w.err
 	}
-	var all map[string]json.RawMessage
-	if err := json.Unmarshal(typed, &all); err != nil {
-		return nil, err
-	}
-	for k, v := range m.Raw {
-		if _, ok := all[k]; ok {
-			continue // the typed field wins (Istio's nodeMetadataConverter)
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("metadata key %s: %w", k, err)
-		}
-		all[k] = b
-	}
-	return json.Marshal(all)
+	return w.buf, nil
 }
 
 // UnmarshalJSON reads metadata the way Istiod does: typed fields plus the raw map.
