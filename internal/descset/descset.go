@@ -44,6 +44,12 @@ func (s Files) Encode() ([]byte, error) {
 	for _, p := range paths {
 		set.File = append(set.File, protodesc.ToFileDescriptorProto(s[p]))
 	}
+	return Encode(set)
+}
+
+// Encode is set's deterministic wire form, gzip-compressed at the best compression: the form of
+// every embedded descriptor set, so that a generator reproduces its file byte for byte.
+func Encode(set *descriptorpb.FileDescriptorSet) ([]byte, error) {
 	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(set)
 	if err != nil {
 		return nil, fmt.Errorf("marshal descriptor set: %w", err)

@@ -1,15 +1,14 @@
 package meshgen
 
 import (
-	"bytes"
-	"compress/gzip"
-	"fmt"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
+
+	"github.com/wingman-mesh/wingman/internal/descset"
 )
 
 // descriptorSet returns the gzip-compressed FileDescriptorSet that meshapi parses with: every
@@ -91,25 +90,10 @@ func descriptorSet(roots ...protoreflect.MessageDescriptor) ([]byte, error) {
 		slices.Sort(out.Dependency)
 		set.File = append(set.File, out)
 	}
-	// Files must come after their dependencies for protodesc.NewFiles' single pass; sorted by
-	// path they may not, so order them topologically (stable: by path among equals).
+	// Files after their dependencies (stable: by path among equals). internal/lazydesc orders
+	// what it builds itself; the order is kept so that the committed set does not change.
 	set.File = topoSort(set.File)
-	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(set)
-	if err != nil {
-		return nil, fmt.Errorf("marshal descriptor set: %w", err)
-	}
-	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := zw.Write(raw); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return descset.Encode(set)
 }
 
 func cmpString(a, b string) int {
