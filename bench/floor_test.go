@@ -194,8 +194,16 @@ func runMiddle(kind string) int {
 		roots.AppendCertsFromPEM(pem)
 		cfg := &tls.Config{RootCAs: roots, ServerName: serverName, NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12}
 		serve = func() error { return pump(ctx, l, upstream, cfg) }
-	case "wingman":
-		p, err := mux.New(mux.Config{SocketPath: sock, Upstream: mux.UpstreamConfig{Address: upstream, RootCAFile: caFile, ServerName: serverName}})
+	case "wingman", "reference":
+		var proxy interface {
+			Serve(context.Context, net.Listener) error
+		}
+		var err error
+		if kind == "wingman" {
+			proxy, err = mux.New(mux.Config{SocketPath: sock, Upstream: mux.UpstreamConfig{Address: upstream, RootCAFile: caFile, ServerName: serverName}})
+		} else {
+			proxy, err = refagent.New(refagent.Config{Upstream: upstream, RootCAFile: caFile, ServerName: serverName, MaxMessageBytes: maxMsg})
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -205,19 +213,7 @@ func runMiddle(kind string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		serve = func() error { return p.Serve(ctx, l) }
-	case "reference":
-		ref, err := refagent.New(refagent.Config{Upstream: upstream, RootCAFile: caFile, ServerName: serverName, MaxMessageBytes: maxMsg})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		l, err := mux.Listen(sock)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		serve = func() error { return ref.Serve(ctx, l) }
+		serve = func() error { return proxy.Serve(ctx, l) }
 	default:
 		fmt.Fprintf(os.Stderr, "unknown middle %q\n", kind)
 		return 1
