@@ -14,7 +14,7 @@ import (
 // Message is a generated type of this package: a pointer to one of its structs.
 type Message interface {
 	protoName() protoreflect.FullName
-	appendProtoJSON(b []byte) ([]byte, error) // generated: protojson.gen.go
+	jsonMessage // generated: protojson.gen.go
 }
 
 // oneofHolder is implemented by the generated types that have a oneof: it lists the wrapper

@@ -2,1462 +2,967 @@
 
 package meshapi
 
-import (
-	"strconv"
-)
-
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing, compacted.
-func (x *Tracing) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing, compacted.
+func (x *Tracing) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
+	w.open('{')
 	if o, ok := x.Tracer.(*Tracing_Zipkin_); ok && o != nil {
-		b = appendJSONField(b, "\"zipkin\":")
-		if b, err = o.Zipkin.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "zipkin")
-		}
+		w.field("\"zipkin\":")
+		w.messageV("\"zipkin\":", o.Zipkin)
 	}
 	if o, ok := x.Tracer.(*Tracing_Lightstep_); ok && o != nil {
-		b = appendJSONField(b, "\"lightstep\":")
-		if b, err = o.Lightstep.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "lightstep")
-		}
+		w.field("\"lightstep\":")
+		w.messageV("\"lightstep\":", o.Lightstep)
 	}
 	if o, ok := x.Tracer.(*Tracing_Datadog_); ok && o != nil {
-		b = appendJSONField(b, "\"datadog\":")
-		if b, err = o.Datadog.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "datadog")
-		}
+		w.field("\"datadog\":")
+		w.messageV("\"datadog\":", o.Datadog)
 	}
 	if o, ok := x.Tracer.(*Tracing_Stackdriver_); ok && o != nil {
-		b = appendJSONField(b, "\"stackdriver\":")
-		if b, err = o.Stackdriver.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "stackdriver")
-		}
+		w.field("\"stackdriver\":")
+		w.messageV("\"stackdriver\":", o.Stackdriver)
 	}
 	if o, ok := x.Tracer.(*Tracing_OpenCensusAgent_); ok && o != nil {
-		b = appendJSONField(b, "\"openCensusAgent\":")
-		if b, err = o.OpenCensusAgent.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "openCensusAgent")
-		}
+		w.field("\"openCensusAgent\":")
+		w.messageV("\"openCensusAgent\":", o.OpenCensusAgent)
 	}
 	if len(x.CustomTags) > 0 {
-		b = appendJSONField(b, "\"customTags\":")
-		b = append(b, '{')
+		w.field("\"customTags\":")
+		w.open('{')
 		for _, k := range sortedKeys(x.CustomTags) {
-			v := x.CustomTags[k]
-			b = appendJSONSep(b, '{')
-			if b, err = appendJSONString(b, k); err != nil {
-				return b, inJSONField(err, "customTags")
-			}
-			b = append(b, ':')
-			if b, err = v.appendProtoJSON(b); err != nil {
-				return b, inJSONField(err, "customTags")
-			}
+			w.stringKey("\"customTags\":", k)
+			w.messageV("\"customTags\":", x.CustomTags[k])
 		}
-		b = append(b, '}')
+		w.close('}')
 	}
-	if x.MaxPathTagLength != 0 {
-		b = appendJSONField(b, "\"maxPathTagLength\":")
-		b = strconv.AppendUint(b, uint64(x.MaxPathTagLength), 10)
-	}
-	if jsonFloatSet(float64(x.Sampling)) {
-		b = appendJSONField(b, "\"sampling\":")
-		b = appendJSONFloat(b, x.Sampling, 64)
-	}
+	w.uintField("\"maxPathTagLength\":", uint64(x.MaxPathTagLength))
+	w.floatField("\"sampling\":", x.Sampling, 64)
 	if x.TlsSettings != nil {
-		b = appendJSONField(b, "\"tlsSettings\":")
-		if b, err = x.TlsSettings.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "tlsSettings")
-		}
+		w.messageField("\"tlsSettings\":", x.TlsSettings)
 	}
 	if x.EnableIstioTags != nil {
-		b = appendJSONField(b, "\"enableIstioTags\":")
-		b = strconv.AppendBool(b, x.EnableIstioTags.GetValue())
+		w.field("\"enableIstioTags\":")
+		w.boolV(x.EnableIstioTags.GetValue())
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.Zipkin, compacted.
-func (x *Tracing_Zipkin) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.Zipkin, compacted.
+func (x *Tracing_Zipkin) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Address != "" {
-		b = appendJSONField(b, "\"address\":")
-		if b, err = appendJSONString(b, x.Address); err != nil {
-			return b, inJSONField(err, "address")
-		}
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.stringField("\"address\":", x.Address)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.Lightstep, compacted.
-func (x *Tracing_Lightstep) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.Lightstep, compacted.
+func (x *Tracing_Lightstep) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Address != "" {
-		b = appendJSONField(b, "\"address\":")
-		if b, err = appendJSONString(b, x.Address); err != nil {
-			return b, inJSONField(err, "address")
-		}
-	}
-	if x.AccessToken != "" {
-		b = appendJSONField(b, "\"accessToken\":")
-		if b, err = appendJSONString(b, x.AccessToken); err != nil {
-			return b, inJSONField(err, "accessToken")
-		}
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.stringField("\"address\":", x.Address)
+	w.stringField("\"accessToken\":", x.AccessToken)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.Datadog, compacted.
-func (x *Tracing_Datadog) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.Datadog, compacted.
+func (x *Tracing_Datadog) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Address != "" {
-		b = appendJSONField(b, "\"address\":")
-		if b, err = appendJSONString(b, x.Address); err != nil {
-			return b, inJSONField(err, "address")
-		}
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.stringField("\"address\":", x.Address)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.Stackdriver, compacted.
-func (x *Tracing_Stackdriver) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.Stackdriver, compacted.
+func (x *Tracing_Stackdriver) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	b = append(b, '{')
-	if x.Debug {
-		b = appendJSONField(b, "\"debug\":")
-		b = strconv.AppendBool(b, x.Debug)
-	}
+	w.open('{')
+	w.boolField("\"debug\":", x.Debug)
 	if x.MaxNumberOfAttributes != nil {
-		b = appendJSONField(b, "\"maxNumberOfAttributes\":")
-		b = appendJSONInt64(b, x.MaxNumberOfAttributes.GetValue())
+		w.field("\"maxNumberOfAttributes\":")
+		w.int64V(x.MaxNumberOfAttributes.GetValue())
 	}
 	if x.MaxNumberOfAnnotations != nil {
-		b = appendJSONField(b, "\"maxNumberOfAnnotations\":")
-		b = appendJSONInt64(b, x.MaxNumberOfAnnotations.GetValue())
+		w.field("\"maxNumberOfAnnotations\":")
+		w.int64V(x.MaxNumberOfAnnotations.GetValue())
 	}
 	if x.MaxNumberOfMessageEvents != nil {
-		b = appendJSONField(b, "\"maxNumberOfMessageEvents\":")
-		b = appendJSONInt64(b, x.MaxNumberOfMessageEvents.GetValue())
+		w.field("\"maxNumberOfMessageEvents\":")
+		w.int64V(x.MaxNumberOfMessageEvents.GetValue())
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.OpenCensusAgent, compacted.
-func (x *Tracing_OpenCensusAgent) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.OpenCensusAgent, compacted.
+func (x *Tracing_OpenCensusAgent) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Address != "" {
-		b = appendJSONField(b, "\"address\":")
-		if b, err = appendJSONString(b, x.Address); err != nil {
-			return b, inJSONField(err, "address")
-		}
-	}
+	w.open('{')
+	w.stringField("\"address\":", x.Address)
 	if len(x.Context) > 0 {
-		b = appendJSONField(b, "\"context\":")
-		b = append(b, '[')
-		for i, v := range x.Context {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = v.appendProtoJSON(b)
+		w.field("\"context\":")
+		w.open('[')
+		for _, v := range x.Context {
+			w.sep('[')
+			w.enumV(int32(v), v.protoJSONName())
 		}
-		b = append(b, ']')
+		w.close(']')
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.CustomTag, compacted.
-func (x *Tracing_CustomTag) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.CustomTag, compacted.
+func (x *Tracing_CustomTag) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
+	w.open('{')
 	if o, ok := x.Type.(*Tracing_CustomTag_Literal); ok && o != nil {
-		b = appendJSONField(b, "\"literal\":")
-		if b, err = o.Literal.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "literal")
-		}
+		w.field("\"literal\":")
+		w.messageV("\"literal\":", o.Literal)
 	}
 	if o, ok := x.Type.(*Tracing_CustomTag_Environment); ok && o != nil {
-		b = appendJSONField(b, "\"environment\":")
-		if b, err = o.Environment.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "environment")
-		}
+		w.field("\"environment\":")
+		w.messageV("\"environment\":", o.Environment)
 	}
 	if o, ok := x.Type.(*Tracing_CustomTag_Header); ok && o != nil {
-		b = appendJSONField(b, "\"header\":")
-		if b, err = o.Header.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "header")
-		}
+		w.field("\"header\":")
+		w.messageV("\"header\":", o.Header)
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.Literal, compacted.
-func (x *Tracing_Literal) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.Literal, compacted.
+func (x *Tracing_Literal) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Value != "" {
-		b = appendJSONField(b, "\"value\":")
-		if b, err = appendJSONString(b, x.Value); err != nil {
-			return b, inJSONField(err, "value")
-		}
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.stringField("\"value\":", x.Value)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.Environment, compacted.
-func (x *Tracing_Environment) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.Environment, compacted.
+func (x *Tracing_Environment) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Name != "" {
-		b = appendJSONField(b, "\"name\":")
-		if b, err = appendJSONString(b, x.Name); err != nil {
-			return b, inJSONField(err, "name")
-		}
-	}
-	if x.DefaultValue != "" {
-		b = appendJSONField(b, "\"defaultValue\":")
-		if b, err = appendJSONString(b, x.DefaultValue); err != nil {
-			return b, inJSONField(err, "defaultValue")
-		}
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.stringField("\"name\":", x.Name)
+	w.stringField("\"defaultValue\":", x.DefaultValue)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.RequestHeader, compacted.
-func (x *Tracing_RequestHeader) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.Tracing.RequestHeader, compacted.
+func (x *Tracing_RequestHeader) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Name != "" {
-		b = appendJSONField(b, "\"name\":")
-		if b, err = appendJSONString(b, x.Name); err != nil {
-			return b, inJSONField(err, "name")
-		}
-	}
-	if x.DefaultValue != "" {
-		b = appendJSONField(b, "\"defaultValue\":")
-		if b, err = appendJSONString(b, x.DefaultValue); err != nil {
-			return b, inJSONField(err, "defaultValue")
-		}
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.stringField("\"name\":", x.Name)
+	w.stringField("\"defaultValue\":", x.DefaultValue)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.SDS, compacted.
-func (x *SDS) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.SDS, compacted.
+func (x *SDS) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Enabled {
-		b = appendJSONField(b, "\"enabled\":")
-		b = strconv.AppendBool(b, x.Enabled)
-	}
-	if x.K8SSaJwtPath != "" {
-		b = appendJSONField(b, "\"k8sSaJwtPath\":")
-		if b, err = appendJSONString(b, x.K8SSaJwtPath); err != nil {
-			return b, inJSONField(err, "k8sSaJwtPath")
-		}
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.boolField("\"enabled\":", x.Enabled)
+	w.stringField("\"k8sSaJwtPath\":", x.K8SSaJwtPath)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.Topology, compacted.
-func (x *Topology) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.Topology, compacted.
+func (x *Topology) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.NumTrustedProxies != 0 {
-		b = appendJSONField(b, "\"numTrustedProxies\":")
-		b = strconv.AppendUint(b, uint64(x.NumTrustedProxies), 10)
-	}
-	if x.ForwardClientCertDetails != 0 {
-		b = appendJSONField(b, "\"forwardClientCertDetails\":")
-		b = x.ForwardClientCertDetails.appendProtoJSON(b)
-	}
+	w.open('{')
+	w.uintField("\"numTrustedProxies\":", uint64(x.NumTrustedProxies))
+	w.enumField("\"forwardClientCertDetails\":", int32(x.ForwardClientCertDetails), x.ForwardClientCertDetails.protoJSONName())
 	if x.ProxyProtocol != nil {
-		b = appendJSONField(b, "\"proxyProtocol\":")
-		if b, err = x.ProxyProtocol.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "proxyProtocol")
-		}
+		w.messageField("\"proxyProtocol\":", x.ProxyProtocol)
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.Topology.ProxyProtocolConfiguration, compacted.
-func (x *Topology_ProxyProtocolConfiguration) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.Topology.ProxyProtocolConfiguration, compacted.
+func (x *Topology_ProxyProtocolConfiguration) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	b = append(b, '{')
-	return append(b, '}'), nil
+	w.open('{')
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.PrivateKeyProvider, compacted.
-func (x *PrivateKeyProvider) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.PrivateKeyProvider, compacted.
+func (x *PrivateKeyProvider) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
+	w.open('{')
 	if o, ok := x.Provider.(*PrivateKeyProvider_Cryptomb); ok && o != nil {
-		b = appendJSONField(b, "\"cryptomb\":")
-		if b, err = o.Cryptomb.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "cryptomb")
-		}
+		w.field("\"cryptomb\":")
+		w.messageV("\"cryptomb\":", o.Cryptomb)
 	}
 	if o, ok := x.Provider.(*PrivateKeyProvider_Qat); ok && o != nil {
-		b = appendJSONField(b, "\"qat\":")
-		if b, err = o.Qat.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "qat")
-		}
+		w.field("\"qat\":")
+		w.messageV("\"qat\":", o.Qat)
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.PrivateKeyProvider.CryptoMb, compacted.
-func (x *PrivateKeyProvider_CryptoMb) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.PrivateKeyProvider.CryptoMb, compacted.
+func (x *PrivateKeyProvider_CryptoMb) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.PollDelay != nil {
-		b = appendJSONField(b, "\"pollDelay\":")
-		if b, err = appendJSONDuration(b, x.PollDelay); err != nil {
-			return b, inJSONField(err, "pollDelay")
-		}
-	}
+	w.open('{')
+	w.durationField("\"pollDelay\":", x.PollDelay)
 	if x.Fallback != nil {
-		b = appendJSONField(b, "\"fallback\":")
-		b = strconv.AppendBool(b, x.Fallback.GetValue())
+		w.field("\"fallback\":")
+		w.boolV(x.Fallback.GetValue())
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.PrivateKeyProvider.QAT, compacted.
-func (x *PrivateKeyProvider_QAT) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.PrivateKeyProvider.QAT, compacted.
+func (x *PrivateKeyProvider_QAT) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.PollDelay != nil {
-		b = appendJSONField(b, "\"pollDelay\":")
-		if b, err = appendJSONDuration(b, x.PollDelay); err != nil {
-			return b, inJSONField(err, "pollDelay")
-		}
-	}
+	w.open('{')
+	w.durationField("\"pollDelay\":", x.PollDelay)
 	if x.Fallback != nil {
-		b = appendJSONField(b, "\"fallback\":")
-		b = strconv.AppendBool(b, x.Fallback.GetValue())
+		w.field("\"fallback\":")
+		w.boolV(x.Fallback.GetValue())
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig, compacted.
-func (x *ProxyConfig) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig, compacted.
+func (x *ProxyConfig) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.ConfigPath != "" {
-		b = appendJSONField(b, "\"configPath\":")
-		if b, err = appendJSONString(b, x.ConfigPath); err != nil {
-			return b, inJSONField(err, "configPath")
-		}
-	}
-	if x.BinaryPath != "" {
-		b = appendJSONField(b, "\"binaryPath\":")
-		if b, err = appendJSONString(b, x.BinaryPath); err != nil {
-			return b, inJSONField(err, "binaryPath")
-		}
-	}
+	w.open('{')
+	w.stringField("\"configPath\":", x.ConfigPath)
+	w.stringField("\"binaryPath\":", x.BinaryPath)
 	if o, ok := x.ClusterName.(*ProxyConfig_ServiceCluster); ok && o != nil {
-		b = appendJSONField(b, "\"serviceCluster\":")
-		if b, err = appendJSONString(b, o.ServiceCluster); err != nil {
-			return b, inJSONField(err, "serviceCluster")
-		}
+		w.field("\"serviceCluster\":")
+		w.stringV("\"serviceCluster\":", o.ServiceCluster)
 	}
 	if o, ok := x.ClusterName.(*ProxyConfig_TracingServiceName_); ok && o != nil {
-		b = appendJSONField(b, "\"tracingServiceName\":")
-		b = o.TracingServiceName.appendProtoJSON(b)
+		w.field("\"tracingServiceName\":")
+		w.enumV(int32(o.TracingServiceName), o.TracingServiceName.protoJSONName())
 	}
-	if x.DrainDuration != nil {
-		b = appendJSONField(b, "\"drainDuration\":")
-		if b, err = appendJSONDuration(b, x.DrainDuration); err != nil {
-			return b, inJSONField(err, "drainDuration")
-		}
-	}
-	if x.DiscoveryAddress != "" {
-		b = appendJSONField(b, "\"discoveryAddress\":")
-		if b, err = appendJSONString(b, x.DiscoveryAddress); err != nil {
-			return b, inJSONField(err, "discoveryAddress")
-		}
-	}
-	if x.DiscoveryRefreshDelay != nil {
-		b = appendJSONField(b, "\"discoveryRefreshDelay\":")
-		if b, err = appendJSONDuration(b, x.DiscoveryRefreshDelay); err != nil {
-			return b, inJSONField(err, "discoveryRefreshDelay")
-		}
-	}
-	if x.ZipkinAddress != "" {
-		b = appendJSONField(b, "\"zipkinAddress\":")
-		if b, err = appendJSONString(b, x.ZipkinAddress); err != nil {
-			return b, inJSONField(err, "zipkinAddress")
-		}
-	}
-	if x.StatsdUdpAddress != "" {
-		b = appendJSONField(b, "\"statsdUdpAddress\":")
-		if b, err = appendJSONString(b, x.StatsdUdpAddress); err != nil {
-			return b, inJSONField(err, "statsdUdpAddress")
-		}
-	}
-	if x.EnvoyMetricsServiceAddress != "" {
-		b = appendJSONField(b, "\"envoyMetricsServiceAddress\":")
-		if b, err = appendJSONString(b, x.EnvoyMetricsServiceAddress); err != nil {
-			return b, inJSONField(err, "envoyMetricsServiceAddress")
-		}
-	}
-	if x.ProxyAdminPort != 0 {
-		b = appendJSONField(b, "\"proxyAdminPort\":")
-		b = strconv.AppendInt(b, int64(x.ProxyAdminPort), 10)
-	}
-	if x.AvailabilityZone != "" {
-		b = appendJSONField(b, "\"availabilityZone\":")
-		if b, err = appendJSONString(b, x.AvailabilityZone); err != nil {
-			return b, inJSONField(err, "availabilityZone")
-		}
-	}
-	if x.ControlPlaneAuthPolicy != 0 {
-		b = appendJSONField(b, "\"controlPlaneAuthPolicy\":")
-		b = x.ControlPlaneAuthPolicy.appendProtoJSON(b)
-	}
-	if x.CustomConfigFile != "" {
-		b = appendJSONField(b, "\"customConfigFile\":")
-		if b, err = appendJSONString(b, x.CustomConfigFile); err != nil {
-			return b, inJSONField(err, "customConfigFile")
-		}
-	}
-	if x.StatNameLength != 0 {
-		b = appendJSONField(b, "\"statNameLength\":")
-		b = strconv.AppendInt(b, int64(x.StatNameLength), 10)
-	}
+	w.durationField("\"drainDuration\":", x.DrainDuration)
+	w.stringField("\"discoveryAddress\":", x.DiscoveryAddress)
+	w.durationField("\"discoveryRefreshDelay\":", x.DiscoveryRefreshDelay)
+	w.stringField("\"zipkinAddress\":", x.ZipkinAddress)
+	w.stringField("\"statsdUdpAddress\":", x.StatsdUdpAddress)
+	w.stringField("\"envoyMetricsServiceAddress\":", x.EnvoyMetricsServiceAddress)
+	w.intField("\"proxyAdminPort\":", int64(x.ProxyAdminPort))
+	w.stringField("\"availabilityZone\":", x.AvailabilityZone)
+	w.enumField("\"controlPlaneAuthPolicy\":", int32(x.ControlPlaneAuthPolicy), x.ControlPlaneAuthPolicy.protoJSONName())
+	w.stringField("\"customConfigFile\":", x.CustomConfigFile)
+	w.intField("\"statNameLength\":", int64(x.StatNameLength))
 	if x.Concurrency != nil {
-		b = appendJSONField(b, "\"concurrency\":")
-		b = strconv.AppendInt(b, int64(x.Concurrency.GetValue()), 10)
+		w.field("\"concurrency\":")
+		w.intV(int64(x.Concurrency.GetValue()))
 	}
-	if x.ProxyBootstrapTemplatePath != "" {
-		b = appendJSONField(b, "\"proxyBootstrapTemplatePath\":")
-		if b, err = appendJSONString(b, x.ProxyBootstrapTemplatePath); err != nil {
-			return b, inJSONField(err, "proxyBootstrapTemplatePath")
-		}
-	}
-	if x.InterceptionMode != 0 {
-		b = appendJSONField(b, "\"interceptionMode\":")
-		b = x.InterceptionMode.appendProtoJSON(b)
-	}
+	w.stringField("\"proxyBootstrapTemplatePath\":", x.ProxyBootstrapTemplatePath)
+	w.enumField("\"interceptionMode\":", int32(x.InterceptionMode), x.InterceptionMode.protoJSONName())
 	if x.Tracing != nil {
-		b = appendJSONField(b, "\"tracing\":")
-		if b, err = x.Tracing.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "tracing")
-		}
+		w.messageField("\"tracing\":", x.Tracing)
 	}
 	if x.Sds != nil {
-		b = appendJSONField(b, "\"sds\":")
-		if b, err = x.Sds.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "sds")
-		}
+		w.messageField("\"sds\":", x.Sds)
 	}
 	if x.EnvoyAccessLogService != nil {
-		b = appendJSONField(b, "\"envoyAccessLogService\":")
-		if b, err = x.EnvoyAccessLogService.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "envoyAccessLogService")
-		}
+		w.messageField("\"envoyAccessLogService\":", x.EnvoyAccessLogService)
 	}
 	if x.EnvoyMetricsService != nil {
-		b = appendJSONField(b, "\"envoyMetricsService\":")
-		if b, err = x.EnvoyMetricsService.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "envoyMetricsService")
-		}
+		w.messageField("\"envoyMetricsService\":", x.EnvoyMetricsService)
 	}
 	if len(x.ProxyMetadata) > 0 {
-		b = appendJSONField(b, "\"proxyMetadata\":")
-		b = append(b, '{')
+		w.field("\"proxyMetadata\":")
+		w.open('{')
 		for _, k := range sortedKeys(x.ProxyMetadata) {
-			v := x.ProxyMetadata[k]
-			b = appendJSONSep(b, '{')
-			if b, err = appendJSONString(b, k); err != nil {
-				return b, inJSONField(err, "proxyMetadata")
-			}
-			b = append(b, ':')
-			if b, err = appendJSONString(b, v); err != nil {
-				return b, inJSONField(err, "proxyMetadata")
-			}
+			w.stringKey("\"proxyMetadata\":", k)
+			w.stringV("\"proxyMetadata\":", x.ProxyMetadata[k])
 		}
-		b = append(b, '}')
+		w.close('}')
 	}
 	if len(x.RuntimeValues) > 0 {
-		b = appendJSONField(b, "\"runtimeValues\":")
-		b = append(b, '{')
+		w.field("\"runtimeValues\":")
+		w.open('{')
 		for _, k := range sortedKeys(x.RuntimeValues) {
-			v := x.RuntimeValues[k]
-			b = appendJSONSep(b, '{')
-			if b, err = appendJSONString(b, k); err != nil {
-				return b, inJSONField(err, "runtimeValues")
-			}
-			b = append(b, ':')
-			if b, err = appendJSONString(b, v); err != nil {
-				return b, inJSONField(err, "runtimeValues")
-			}
+			w.stringKey("\"runtimeValues\":", k)
+			w.stringV("\"runtimeValues\":", x.RuntimeValues[k])
 		}
-		b = append(b, '}')
+		w.close('}')
 	}
-	if x.StatusPort != 0 {
-		b = appendJSONField(b, "\"statusPort\":")
-		b = strconv.AppendInt(b, int64(x.StatusPort), 10)
-	}
+	w.intField("\"statusPort\":", int64(x.StatusPort))
 	if len(x.ExtraStatTags) > 0 {
-		b = appendJSONField(b, "\"extraStatTags\":")
-		b = append(b, '[')
-		for i, v := range x.ExtraStatTags {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = appendJSONString(b, v); err != nil {
-				return b, inJSONField(err, "extraStatTags")
-			}
+		w.field("\"extraStatTags\":")
+		w.open('[')
+		for _, v := range x.ExtraStatTags {
+			w.sep('[')
+			w.stringV("\"extraStatTags\":", v)
 		}
-		b = append(b, ']')
+		w.close(']')
 	}
 	if x.GatewayTopology != nil {
-		b = appendJSONField(b, "\"gatewayTopology\":")
-		if b, err = x.GatewayTopology.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "gatewayTopology")
-		}
+		w.messageField("\"gatewayTopology\":", x.GatewayTopology)
 	}
-	if x.TerminationDrainDuration != nil {
-		b = appendJSONField(b, "\"terminationDrainDuration\":")
-		if b, err = appendJSONDuration(b, x.TerminationDrainDuration); err != nil {
-			return b, inJSONField(err, "terminationDrainDuration")
-		}
-	}
-	if x.MeshId != "" {
-		b = appendJSONField(b, "\"meshId\":")
-		if b, err = appendJSONString(b, x.MeshId); err != nil {
-			return b, inJSONField(err, "meshId")
-		}
-	}
+	w.durationField("\"terminationDrainDuration\":", x.TerminationDrainDuration)
+	w.stringField("\"meshId\":", x.MeshId)
 	if x.ReadinessProbe != nil {
-		b = appendJSONField(b, "\"readinessProbe\":")
-		if b, err = x.ReadinessProbe.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "readinessProbe")
-		}
+		w.messageField("\"readinessProbe\":", x.ReadinessProbe)
 	}
 	if x.ProxyStatsMatcher != nil {
-		b = appendJSONField(b, "\"proxyStatsMatcher\":")
-		if b, err = x.ProxyStatsMatcher.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "proxyStatsMatcher")
-		}
+		w.messageField("\"proxyStatsMatcher\":", x.ProxyStatsMatcher)
 	}
 	if x.HoldApplicationUntilProxyStarts != nil {
-		b = appendJSONField(b, "\"holdApplicationUntilProxyStarts\":")
-		b = strconv.AppendBool(b, x.HoldApplicationUntilProxyStarts.GetValue())
+		w.field("\"holdApplicationUntilProxyStarts\":")
+		w.boolV(x.HoldApplicationUntilProxyStarts.GetValue())
 	}
 	if len(x.CaCertificatesPem) > 0 {
-		b = appendJSONField(b, "\"caCertificatesPem\":")
-		b = append(b, '[')
-		for i, v := range x.CaCertificatesPem {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = appendJSONString(b, v); err != nil {
-				return b, inJSONField(err, "caCertificatesPem")
-			}
+		w.field("\"caCertificatesPem\":")
+		w.open('[')
+		for _, v := range x.CaCertificatesPem {
+			w.sep('[')
+			w.stringV("\"caCertificatesPem\":", v)
 		}
-		b = append(b, ']')
+		w.close(']')
 	}
 	if x.Image != nil {
-		b = appendJSONField(b, "\"image\":")
-		if b, err = x.Image.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "image")
-		}
+		w.messageField("\"image\":", x.Image)
 	}
 	if x.PrivateKeyProvider != nil {
-		b = appendJSONField(b, "\"privateKeyProvider\":")
-		if b, err = x.PrivateKeyProvider.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "privateKeyProvider")
-		}
+		w.messageField("\"privateKeyProvider\":", x.PrivateKeyProvider)
 	}
 	if x.ProxyHeaders != nil {
-		b = appendJSONField(b, "\"proxyHeaders\":")
-		if b, err = x.ProxyHeaders.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "proxyHeaders")
-		}
+		w.messageField("\"proxyHeaders\":", x.ProxyHeaders)
 	}
-	if x.FileFlushInterval != nil {
-		b = appendJSONField(b, "\"fileFlushInterval\":")
-		if b, err = appendJSONDuration(b, x.FileFlushInterval); err != nil {
-			return b, inJSONField(err, "fileFlushInterval")
-		}
-	}
-	if x.FileFlushMinSizeKb != 0 {
-		b = appendJSONField(b, "\"fileFlushMinSizeKb\":")
-		b = strconv.AppendUint(b, uint64(x.FileFlushMinSizeKb), 10)
-	}
+	w.durationField("\"fileFlushInterval\":", x.FileFlushInterval)
+	w.uintField("\"fileFlushMinSizeKb\":", uint64(x.FileFlushMinSizeKb))
 	if x.StatsCompression != nil {
-		b = appendJSONField(b, "\"statsCompression\":")
-		b = strconv.AppendBool(b, x.StatsCompression.GetValue())
+		w.field("\"statsCompression\":")
+		w.boolV(x.StatsCompression.GetValue())
 	}
 	if x.ConnectionSettings != nil {
-		b = appendJSONField(b, "\"connectionSettings\":")
-		if b, err = x.ConnectionSettings.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "connectionSettings")
-		}
+		w.messageField("\"connectionSettings\":", x.ConnectionSettings)
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyStatsMatcher, compacted.
-func (x *ProxyConfig_ProxyStatsMatcher) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyStatsMatcher, compacted.
+func (x *ProxyConfig_ProxyStatsMatcher) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
+	w.open('{')
 	if len(x.InclusionPrefixes) > 0 {
-		b = appendJSONField(b, "\"inclusionPrefixes\":")
-		b = append(b, '[')
-		for i, v := range x.InclusionPrefixes {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = appendJSONString(b, v); err != nil {
-				return b, inJSONField(err, "inclusionPrefixes")
-			}
+		w.field("\"inclusionPrefixes\":")
+		w.open('[')
+		for _, v := range x.InclusionPrefixes {
+			w.sep('[')
+			w.stringV("\"inclusionPrefixes\":", v)
 		}
-		b = append(b, ']')
+		w.close(']')
 	}
 	if len(x.InclusionSuffixes) > 0 {
-		b = appendJSONField(b, "\"inclusionSuffixes\":")
-		b = append(b, '[')
-		for i, v := range x.InclusionSuffixes {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = appendJSONString(b, v); err != nil {
-				return b, inJSONField(err, "inclusionSuffixes")
-			}
+		w.field("\"inclusionSuffixes\":")
+		w.open('[')
+		for _, v := range x.InclusionSuffixes {
+			w.sep('[')
+			w.stringV("\"inclusionSuffixes\":", v)
 		}
-		b = append(b, ']')
+		w.close(']')
 	}
 	if len(x.InclusionRegexps) > 0 {
-		b = appendJSONField(b, "\"inclusionRegexps\":")
-		b = append(b, '[')
-		for i, v := range x.InclusionRegexps {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = appendJSONString(b, v); err != nil {
-				return b, inJSONField(err, "inclusionRegexps")
-			}
+		w.field("\"inclusionRegexps\":")
+		w.open('[')
+		for _, v := range x.InclusionRegexps {
+			w.sep('[')
+			w.stringV("\"inclusionRegexps\":", v)
 		}
-		b = append(b, ']')
+		w.close(']')
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders, compacted.
-func (x *ProxyConfig_ProxyHeaders) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders, compacted.
+func (x *ProxyConfig_ProxyHeaders) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.ForwardedClientCert != 0 {
-		b = appendJSONField(b, "\"forwardedClientCert\":")
-		b = x.ForwardedClientCert.appendProtoJSON(b)
-	}
+	w.open('{')
+	w.enumField("\"forwardedClientCert\":", int32(x.ForwardedClientCert), x.ForwardedClientCert.protoJSONName())
 	if x.SetCurrentClientCertDetails != nil {
-		b = appendJSONField(b, "\"setCurrentClientCertDetails\":")
-		if b, err = x.SetCurrentClientCertDetails.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "setCurrentClientCertDetails")
-		}
+		w.messageField("\"setCurrentClientCertDetails\":", x.SetCurrentClientCertDetails)
 	}
 	if x.RequestId != nil {
-		b = appendJSONField(b, "\"requestId\":")
-		if b, err = x.RequestId.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "requestId")
-		}
+		w.messageField("\"requestId\":", x.RequestId)
 	}
 	if x.Server != nil {
-		b = appendJSONField(b, "\"server\":")
-		if b, err = x.Server.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "server")
-		}
+		w.messageField("\"server\":", x.Server)
 	}
 	if x.AttemptCount != nil {
-		b = appendJSONField(b, "\"attemptCount\":")
-		if b, err = x.AttemptCount.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "attemptCount")
-		}
+		w.messageField("\"attemptCount\":", x.AttemptCount)
 	}
 	if x.EnvoyDebugHeaders != nil {
-		b = appendJSONField(b, "\"envoyDebugHeaders\":")
-		if b, err = x.EnvoyDebugHeaders.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "envoyDebugHeaders")
-		}
+		w.messageField("\"envoyDebugHeaders\":", x.EnvoyDebugHeaders)
 	}
 	if x.MetadataExchangeHeaders != nil {
-		b = appendJSONField(b, "\"metadataExchangeHeaders\":")
-		if b, err = x.MetadataExchangeHeaders.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "metadataExchangeHeaders")
-		}
+		w.messageField("\"metadataExchangeHeaders\":", x.MetadataExchangeHeaders)
 	}
 	if x.PreserveHttp1HeaderCase != nil {
-		b = appendJSONField(b, "\"preserveHttp1HeaderCase\":")
-		b = strconv.AppendBool(b, x.PreserveHttp1HeaderCase.GetValue())
+		w.field("\"preserveHttp1HeaderCase\":")
+		w.boolV(x.PreserveHttp1HeaderCase.GetValue())
 	}
 	if x.XForwardedHost != nil {
-		b = appendJSONField(b, "\"xForwardedHost\":")
-		if b, err = x.XForwardedHost.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "xForwardedHost")
-		}
+		w.messageField("\"xForwardedHost\":", x.XForwardedHost)
 	}
 	if x.XForwardedPort != nil {
-		b = appendJSONField(b, "\"xForwardedPort\":")
-		if b, err = x.XForwardedPort.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "xForwardedPort")
-		}
+		w.messageField("\"xForwardedPort\":", x.XForwardedPort)
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.Server, compacted.
-func (x *ProxyConfig_ProxyHeaders_Server) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.Server, compacted.
+func (x *ProxyConfig_ProxyHeaders_Server) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
+	w.open('{')
 	if x.Disabled != nil {
-		b = appendJSONField(b, "\"disabled\":")
-		b = strconv.AppendBool(b, x.Disabled.GetValue())
+		w.field("\"disabled\":")
+		w.boolV(x.Disabled.GetValue())
 	}
-	if x.Value != "" {
-		b = appendJSONField(b, "\"value\":")
-		if b, err = appendJSONString(b, x.Value); err != nil {
-			return b, inJSONField(err, "value")
-		}
-	}
-	return append(b, '}'), nil
+	w.stringField("\"value\":", x.Value)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.RequestId, compacted.
-func (x *ProxyConfig_ProxyHeaders_RequestId) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.RequestId, compacted.
+func (x *ProxyConfig_ProxyHeaders_RequestId) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	b = append(b, '{')
+	w.open('{')
 	if x.Disabled != nil {
-		b = appendJSONField(b, "\"disabled\":")
-		b = strconv.AppendBool(b, x.Disabled.GetValue())
+		w.field("\"disabled\":")
+		w.boolV(x.Disabled.GetValue())
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.AttemptCount, compacted.
-func (x *ProxyConfig_ProxyHeaders_AttemptCount) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.AttemptCount, compacted.
+func (x *ProxyConfig_ProxyHeaders_AttemptCount) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	b = append(b, '{')
+	w.open('{')
 	if x.Disabled != nil {
-		b = appendJSONField(b, "\"disabled\":")
-		b = strconv.AppendBool(b, x.Disabled.GetValue())
+		w.field("\"disabled\":")
+		w.boolV(x.Disabled.GetValue())
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.XForwardedHost, compacted.
-func (x *ProxyConfig_ProxyHeaders_XForwardedHost) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.XForwardedHost, compacted.
+func (x *ProxyConfig_ProxyHeaders_XForwardedHost) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	b = append(b, '{')
+	w.open('{')
 	if x.Enabled != nil {
-		b = appendJSONField(b, "\"enabled\":")
-		b = strconv.AppendBool(b, x.Enabled.GetValue())
+		w.field("\"enabled\":")
+		w.boolV(x.Enabled.GetValue())
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.XForwardedPort, compacted.
-func (x *ProxyConfig_ProxyHeaders_XForwardedPort) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.XForwardedPort, compacted.
+func (x *ProxyConfig_ProxyHeaders_XForwardedPort) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	b = append(b, '{')
+	w.open('{')
 	if x.Enabled != nil {
-		b = appendJSONField(b, "\"enabled\":")
-		b = strconv.AppendBool(b, x.Enabled.GetValue())
+		w.field("\"enabled\":")
+		w.boolV(x.Enabled.GetValue())
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.EnvoyDebugHeaders, compacted.
-func (x *ProxyConfig_ProxyHeaders_EnvoyDebugHeaders) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.EnvoyDebugHeaders, compacted.
+func (x *ProxyConfig_ProxyHeaders_EnvoyDebugHeaders) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	b = append(b, '{')
+	w.open('{')
 	if x.Disabled != nil {
-		b = appendJSONField(b, "\"disabled\":")
-		b = strconv.AppendBool(b, x.Disabled.GetValue())
+		w.field("\"disabled\":")
+		w.boolV(x.Disabled.GetValue())
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.MetadataExchangeHeaders, compacted.
-func (x *ProxyConfig_ProxyHeaders_MetadataExchangeHeaders) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.MetadataExchangeHeaders, compacted.
+func (x *ProxyConfig_ProxyHeaders_MetadataExchangeHeaders) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	b = append(b, '{')
-	if x.Mode != 0 {
-		b = appendJSONField(b, "\"mode\":")
-		b = x.Mode.appendProtoJSON(b)
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.enumField("\"mode\":", int32(x.Mode), x.Mode.protoJSONName())
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.SetCurrentClientCertDetails, compacted.
-func (x *ProxyConfig_ProxyHeaders_SetCurrentClientCertDetails) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.SetCurrentClientCertDetails, compacted.
+func (x *ProxyConfig_ProxyHeaders_SetCurrentClientCertDetails) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	b = append(b, '{')
+	w.open('{')
 	if x.Subject != nil {
-		b = appendJSONField(b, "\"subject\":")
-		b = strconv.AppendBool(b, x.Subject.GetValue())
+		w.field("\"subject\":")
+		w.boolV(x.Subject.GetValue())
 	}
 	if x.Cert != nil {
-		b = appendJSONField(b, "\"cert\":")
-		b = strconv.AppendBool(b, x.Cert.GetValue())
+		w.field("\"cert\":")
+		w.boolV(x.Cert.GetValue())
 	}
 	if x.Chain != nil {
-		b = appendJSONField(b, "\"chain\":")
-		b = strconv.AppendBool(b, x.Chain.GetValue())
+		w.field("\"chain\":")
+		w.boolV(x.Chain.GetValue())
 	}
 	if x.Dns != nil {
-		b = appendJSONField(b, "\"dns\":")
-		b = strconv.AppendBool(b, x.Dns.GetValue())
+		w.field("\"dns\":")
+		w.boolV(x.Dns.GetValue())
 	}
 	if x.Uri != nil {
-		b = appendJSONField(b, "\"uri\":")
-		b = strconv.AppendBool(b, x.Uri.GetValue())
+		w.field("\"uri\":")
+		w.boolV(x.Uri.GetValue())
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ConnectionSettings, compacted.
-func (x *ProxyConfig_ConnectionSettings) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.ProxyConfig.ConnectionSettings, compacted.
+func (x *ProxyConfig_ConnectionSettings) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Profile != 0 {
-		b = appendJSONField(b, "\"profile\":")
-		b = x.Profile.appendProtoJSON(b)
-	}
+	w.open('{')
+	w.enumField("\"profile\":", int32(x.Profile), x.Profile.protoJSONName())
 	if x.ListenerPerConnectionBufferLimitBytes != nil {
-		b = appendJSONField(b, "\"listenerPerConnectionBufferLimitBytes\":")
-		b = strconv.AppendInt(b, int64(x.ListenerPerConnectionBufferLimitBytes.GetValue()), 10)
+		w.field("\"listenerPerConnectionBufferLimitBytes\":")
+		w.intV(int64(x.ListenerPerConnectionBufferLimitBytes.GetValue()))
 	}
 	if x.ClusterPerConnectionBufferLimitBytes != nil {
-		b = appendJSONField(b, "\"clusterPerConnectionBufferLimitBytes\":")
-		b = strconv.AppendInt(b, int64(x.ClusterPerConnectionBufferLimitBytes.GetValue()), 10)
+		w.field("\"clusterPerConnectionBufferLimitBytes\":")
+		w.intV(int64(x.ClusterPerConnectionBufferLimitBytes.GetValue()))
 	}
-	if x.HttpIdleTimeout != nil {
-		b = appendJSONField(b, "\"httpIdleTimeout\":")
-		if b, err = appendJSONDuration(b, x.HttpIdleTimeout); err != nil {
-			return b, inJSONField(err, "httpIdleTimeout")
-		}
-	}
-	if x.HttpMaxConnectionDuration != nil {
-		b = appendJSONField(b, "\"httpMaxConnectionDuration\":")
-		if b, err = appendJSONDuration(b, x.HttpMaxConnectionDuration); err != nil {
-			return b, inJSONField(err, "httpMaxConnectionDuration")
-		}
-	}
-	if x.HttpDrainTimeout != nil {
-		b = appendJSONField(b, "\"httpDrainTimeout\":")
-		if b, err = appendJSONDuration(b, x.HttpDrainTimeout); err != nil {
-			return b, inJSONField(err, "httpDrainTimeout")
-		}
-	}
-	if x.HttpRequestTimeout != nil {
-		b = appendJSONField(b, "\"httpRequestTimeout\":")
-		if b, err = appendJSONDuration(b, x.HttpRequestTimeout); err != nil {
-			return b, inJSONField(err, "httpRequestTimeout")
-		}
-	}
-	if x.HttpRequestHeadersTimeout != nil {
-		b = appendJSONField(b, "\"httpRequestHeadersTimeout\":")
-		if b, err = appendJSONDuration(b, x.HttpRequestHeadersTimeout); err != nil {
-			return b, inJSONField(err, "httpRequestHeadersTimeout")
-		}
-	}
-	if x.HttpStreamIdleTimeout != nil {
-		b = appendJSONField(b, "\"httpStreamIdleTimeout\":")
-		if b, err = appendJSONDuration(b, x.HttpStreamIdleTimeout); err != nil {
-			return b, inJSONField(err, "httpStreamIdleTimeout")
-		}
-	}
-	if x.HttpMaxStreamDuration != nil {
-		b = appendJSONField(b, "\"httpMaxStreamDuration\":")
-		if b, err = appendJSONDuration(b, x.HttpMaxStreamDuration); err != nil {
-			return b, inJSONField(err, "httpMaxStreamDuration")
-		}
-	}
+	w.durationField("\"httpIdleTimeout\":", x.HttpIdleTimeout)
+	w.durationField("\"httpMaxConnectionDuration\":", x.HttpMaxConnectionDuration)
+	w.durationField("\"httpDrainTimeout\":", x.HttpDrainTimeout)
+	w.durationField("\"httpRequestTimeout\":", x.HttpRequestTimeout)
+	w.durationField("\"httpRequestHeadersTimeout\":", x.HttpRequestHeadersTimeout)
+	w.durationField("\"httpStreamIdleTimeout\":", x.HttpStreamIdleTimeout)
+	w.durationField("\"httpMaxStreamDuration\":", x.HttpMaxStreamDuration)
 	if x.HttpMaxConcurrentStreams != nil {
-		b = appendJSONField(b, "\"httpMaxConcurrentStreams\":")
-		b = strconv.AppendInt(b, int64(x.HttpMaxConcurrentStreams.GetValue()), 10)
+		w.field("\"httpMaxConcurrentStreams\":")
+		w.intV(int64(x.HttpMaxConcurrentStreams.GetValue()))
 	}
 	if x.Http2InitialStreamWindowSize != nil {
-		b = appendJSONField(b, "\"http2InitialStreamWindowSize\":")
-		b = strconv.AppendInt(b, int64(x.Http2InitialStreamWindowSize.GetValue()), 10)
+		w.field("\"http2InitialStreamWindowSize\":")
+		w.intV(int64(x.Http2InitialStreamWindowSize.GetValue()))
 	}
 	if x.Http2InitialConnectionWindowSize != nil {
-		b = appendJSONField(b, "\"http2InitialConnectionWindowSize\":")
-		b = strconv.AppendInt(b, int64(x.Http2InitialConnectionWindowSize.GetValue()), 10)
+		w.field("\"http2InitialConnectionWindowSize\":")
+		w.intV(int64(x.Http2InitialConnectionWindowSize.GetValue()))
 	}
-	if x.HttpHeadersWithUnderscoresAction != 0 {
-		b = appendJSONField(b, "\"httpHeadersWithUnderscoresAction\":")
-		b = x.HttpHeadersWithUnderscoresAction.appendProtoJSON(b)
-	}
+	w.enumField("\"httpHeadersWithUnderscoresAction\":", int32(x.HttpHeadersWithUnderscoresAction), x.HttpHeadersWithUnderscoresAction.protoJSONName())
 	if x.HttpMergeSlashes != nil {
-		b = appendJSONField(b, "\"httpMergeSlashes\":")
-		b = strconv.AppendBool(b, x.HttpMergeSlashes.GetValue())
+		w.field("\"httpMergeSlashes\":")
+		w.boolV(x.HttpMergeSlashes.GetValue())
 	}
-	if x.HttpPathWithEscapedSlashesAction != 0 {
-		b = appendJSONField(b, "\"httpPathWithEscapedSlashesAction\":")
-		b = x.HttpPathWithEscapedSlashesAction.appendProtoJSON(b)
-	}
+	w.enumField("\"httpPathWithEscapedSlashesAction\":", int32(x.HttpPathWithEscapedSlashesAction), x.HttpPathWithEscapedSlashesAction.protoJSONName())
 	if x.ListenerConnectionLimit != nil {
-		b = appendJSONField(b, "\"listenerConnectionLimit\":")
-		b = strconv.AppendInt(b, int64(x.ListenerConnectionLimit.GetValue()), 10)
+		w.field("\"listenerConnectionLimit\":")
+		w.intV(int64(x.ListenerConnectionLimit.GetValue()))
 	}
 	if x.GlobalDownstreamConnectionLimit != nil {
-		b = appendJSONField(b, "\"globalDownstreamConnectionLimit\":")
-		b = strconv.AppendInt(b, int64(x.GlobalDownstreamConnectionLimit.GetValue()), 10)
+		w.field("\"globalDownstreamConnectionLimit\":")
+		w.intV(int64(x.GlobalDownstreamConnectionLimit.GetValue()))
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.mesh.v1alpha1.RemoteService, compacted.
-func (x *RemoteService) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.mesh.v1alpha1.RemoteService, compacted.
+func (x *RemoteService) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Address != "" {
-		b = appendJSONField(b, "\"address\":")
-		if b, err = appendJSONString(b, x.Address); err != nil {
-			return b, inJSONField(err, "address")
-		}
-	}
+	w.open('{')
+	w.stringField("\"address\":", x.Address)
 	if x.TlsSettings != nil {
-		b = appendJSONField(b, "\"tlsSettings\":")
-		if b, err = x.TlsSettings.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "tlsSettings")
-		}
+		w.messageField("\"tlsSettings\":", x.TlsSettings)
 	}
 	if x.TcpKeepalive != nil {
-		b = appendJSONField(b, "\"tcpKeepalive\":")
-		if b, err = x.TcpKeepalive.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "tcpKeepalive")
-		}
+		w.messageField("\"tcpKeepalive\":", x.TcpKeepalive)
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.networking.v1alpha3.ConnectionPoolSettings.TCPSettings.TcpKeepalive, compacted.
-func (x *ConnectionPoolSettings_TCPSettings_TcpKeepalive) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.networking.v1alpha3.ConnectionPoolSettings.TCPSettings.TcpKeepalive, compacted.
+func (x *ConnectionPoolSettings_TCPSettings_TcpKeepalive) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Probes != 0 {
-		b = appendJSONField(b, "\"probes\":")
-		b = strconv.AppendUint(b, uint64(x.Probes), 10)
-	}
-	if x.Time != nil {
-		b = appendJSONField(b, "\"time\":")
-		if b, err = appendJSONDuration(b, x.Time); err != nil {
-			return b, inJSONField(err, "time")
-		}
-	}
-	if x.Interval != nil {
-		b = appendJSONField(b, "\"interval\":")
-		if b, err = appendJSONDuration(b, x.Interval); err != nil {
-			return b, inJSONField(err, "interval")
-		}
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.uintField("\"probes\":", uint64(x.Probes))
+	w.durationField("\"time\":", x.Time)
+	w.durationField("\"interval\":", x.Interval)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.networking.v1alpha3.ClientTLSSettings, compacted.
-func (x *ClientTLSSettings) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.networking.v1alpha3.ClientTLSSettings, compacted.
+func (x *ClientTLSSettings) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Mode != 0 {
-		b = appendJSONField(b, "\"mode\":")
-		b = x.Mode.appendProtoJSON(b)
-	}
-	if x.ClientCertificate != "" {
-		b = appendJSONField(b, "\"clientCertificate\":")
-		if b, err = appendJSONString(b, x.ClientCertificate); err != nil {
-			return b, inJSONField(err, "clientCertificate")
-		}
-	}
-	if x.PrivateKey != "" {
-		b = appendJSONField(b, "\"privateKey\":")
-		if b, err = appendJSONString(b, x.PrivateKey); err != nil {
-			return b, inJSONField(err, "privateKey")
-		}
-	}
-	if x.CaCertificates != "" {
-		b = appendJSONField(b, "\"caCertificates\":")
-		if b, err = appendJSONString(b, x.CaCertificates); err != nil {
-			return b, inJSONField(err, "caCertificates")
-		}
-	}
-	if x.CredentialName != "" {
-		b = appendJSONField(b, "\"credentialName\":")
-		if b, err = appendJSONString(b, x.CredentialName); err != nil {
-			return b, inJSONField(err, "credentialName")
-		}
-	}
-	if x.CaCertCredentialName != "" {
-		b = appendJSONField(b, "\"caCertCredentialName\":")
-		if b, err = appendJSONString(b, x.CaCertCredentialName); err != nil {
-			return b, inJSONField(err, "caCertCredentialName")
-		}
-	}
+	w.open('{')
+	w.enumField("\"mode\":", int32(x.Mode), x.Mode.protoJSONName())
+	w.stringField("\"clientCertificate\":", x.ClientCertificate)
+	w.stringField("\"privateKey\":", x.PrivateKey)
+	w.stringField("\"caCertificates\":", x.CaCertificates)
+	w.stringField("\"credentialName\":", x.CredentialName)
+	w.stringField("\"caCertCredentialName\":", x.CaCertCredentialName)
 	if len(x.SubjectAltNames) > 0 {
-		b = appendJSONField(b, "\"subjectAltNames\":")
-		b = append(b, '[')
-		for i, v := range x.SubjectAltNames {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = appendJSONString(b, v); err != nil {
-				return b, inJSONField(err, "subjectAltNames")
-			}
+		w.field("\"subjectAltNames\":")
+		w.open('[')
+		for _, v := range x.SubjectAltNames {
+			w.sep('[')
+			w.stringV("\"subjectAltNames\":", v)
 		}
-		b = append(b, ']')
+		w.close(']')
 	}
-	if x.Sni != "" {
-		b = appendJSONField(b, "\"sni\":")
-		if b, err = appendJSONString(b, x.Sni); err != nil {
-			return b, inJSONField(err, "sni")
-		}
-	}
+	w.stringField("\"sni\":", x.Sni)
 	if x.InsecureSkipVerify != nil {
-		b = appendJSONField(b, "\"insecureSkipVerify\":")
-		b = strconv.AppendBool(b, x.InsecureSkipVerify.GetValue())
+		w.field("\"insecureSkipVerify\":")
+		w.boolV(x.InsecureSkipVerify.GetValue())
 	}
-	if x.CaCrl != "" {
-		b = appendJSONField(b, "\"caCrl\":")
-		if b, err = appendJSONString(b, x.CaCrl); err != nil {
-			return b, inJSONField(err, "caCrl")
-		}
-	}
-	return append(b, '}'), nil
+	w.stringField("\"caCrl\":", x.CaCrl)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.networking.v1alpha3.ReadinessProbe, compacted.
-func (x *ReadinessProbe) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.networking.v1alpha3.ReadinessProbe, compacted.
+func (x *ReadinessProbe) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.InitialDelaySeconds != 0 {
-		b = appendJSONField(b, "\"initialDelaySeconds\":")
-		b = strconv.AppendInt(b, int64(x.InitialDelaySeconds), 10)
-	}
-	if x.TimeoutSeconds != 0 {
-		b = appendJSONField(b, "\"timeoutSeconds\":")
-		b = strconv.AppendInt(b, int64(x.TimeoutSeconds), 10)
-	}
-	if x.PeriodSeconds != 0 {
-		b = appendJSONField(b, "\"periodSeconds\":")
-		b = strconv.AppendInt(b, int64(x.PeriodSeconds), 10)
-	}
-	if x.SuccessThreshold != 0 {
-		b = appendJSONField(b, "\"successThreshold\":")
-		b = strconv.AppendInt(b, int64(x.SuccessThreshold), 10)
-	}
-	if x.FailureThreshold != 0 {
-		b = appendJSONField(b, "\"failureThreshold\":")
-		b = strconv.AppendInt(b, int64(x.FailureThreshold), 10)
-	}
+	w.open('{')
+	w.intField("\"initialDelaySeconds\":", int64(x.InitialDelaySeconds))
+	w.intField("\"timeoutSeconds\":", int64(x.TimeoutSeconds))
+	w.intField("\"periodSeconds\":", int64(x.PeriodSeconds))
+	w.intField("\"successThreshold\":", int64(x.SuccessThreshold))
+	w.intField("\"failureThreshold\":", int64(x.FailureThreshold))
 	if o, ok := x.HealthCheckMethod.(*ReadinessProbe_HttpGet); ok && o != nil {
-		b = appendJSONField(b, "\"httpGet\":")
-		if b, err = o.HttpGet.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "httpGet")
-		}
+		w.field("\"httpGet\":")
+		w.messageV("\"httpGet\":", o.HttpGet)
 	}
 	if o, ok := x.HealthCheckMethod.(*ReadinessProbe_TcpSocket); ok && o != nil {
-		b = appendJSONField(b, "\"tcpSocket\":")
-		if b, err = o.TcpSocket.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "tcpSocket")
-		}
+		w.field("\"tcpSocket\":")
+		w.messageV("\"tcpSocket\":", o.TcpSocket)
 	}
 	if o, ok := x.HealthCheckMethod.(*ReadinessProbe_Exec); ok && o != nil {
-		b = appendJSONField(b, "\"exec\":")
-		if b, err = o.Exec.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "exec")
-		}
+		w.field("\"exec\":")
+		w.messageV("\"exec\":", o.Exec)
 	}
 	if o, ok := x.HealthCheckMethod.(*ReadinessProbe_Grpc); ok && o != nil {
-		b = appendJSONField(b, "\"grpc\":")
-		if b, err = o.Grpc.appendProtoJSON(b); err != nil {
-			return b, inJSONField(err, "grpc")
-		}
+		w.field("\"grpc\":")
+		w.messageV("\"grpc\":", o.Grpc)
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.networking.v1alpha3.HTTPHealthCheckConfig, compacted.
-func (x *HTTPHealthCheckConfig) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.networking.v1alpha3.HTTPHealthCheckConfig, compacted.
+func (x *HTTPHealthCheckConfig) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Path != "" {
-		b = appendJSONField(b, "\"path\":")
-		if b, err = appendJSONString(b, x.Path); err != nil {
-			return b, inJSONField(err, "path")
-		}
-	}
-	if x.Port != 0 {
-		b = appendJSONField(b, "\"port\":")
-		b = strconv.AppendUint(b, uint64(x.Port), 10)
-	}
-	if x.Host != "" {
-		b = appendJSONField(b, "\"host\":")
-		if b, err = appendJSONString(b, x.Host); err != nil {
-			return b, inJSONField(err, "host")
-		}
-	}
-	if x.Scheme != "" {
-		b = appendJSONField(b, "\"scheme\":")
-		if b, err = appendJSONString(b, x.Scheme); err != nil {
-			return b, inJSONField(err, "scheme")
-		}
-	}
+	w.open('{')
+	w.stringField("\"path\":", x.Path)
+	w.uintField("\"port\":", uint64(x.Port))
+	w.stringField("\"host\":", x.Host)
+	w.stringField("\"scheme\":", x.Scheme)
 	if len(x.HttpHeaders) > 0 {
-		b = appendJSONField(b, "\"httpHeaders\":")
-		b = append(b, '[')
-		for i, v := range x.HttpHeaders {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = v.appendProtoJSON(b); err != nil {
-				return b, inJSONField(err, "httpHeaders")
-			}
+		w.field("\"httpHeaders\":")
+		w.open('[')
+		for _, v := range x.HttpHeaders {
+			w.sep('[')
+			w.messageV("\"httpHeaders\":", v)
 		}
-		b = append(b, ']')
+		w.close(']')
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.networking.v1alpha3.GrpcHealthCheckConfig, compacted.
-func (x *GrpcHealthCheckConfig) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.networking.v1alpha3.GrpcHealthCheckConfig, compacted.
+func (x *GrpcHealthCheckConfig) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Port != 0 {
-		b = appendJSONField(b, "\"port\":")
-		b = strconv.AppendUint(b, uint64(x.Port), 10)
-	}
-	if x.Service != "" {
-		b = appendJSONField(b, "\"service\":")
-		if b, err = appendJSONString(b, x.Service); err != nil {
-			return b, inJSONField(err, "service")
-		}
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.uintField("\"port\":", uint64(x.Port))
+	w.stringField("\"service\":", x.Service)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.networking.v1alpha3.HTTPHeader, compacted.
-func (x *HTTPHeader) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.networking.v1alpha3.HTTPHeader, compacted.
+func (x *HTTPHeader) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Name != "" {
-		b = appendJSONField(b, "\"name\":")
-		if b, err = appendJSONString(b, x.Name); err != nil {
-			return b, inJSONField(err, "name")
-		}
-	}
-	if x.Value != "" {
-		b = appendJSONField(b, "\"value\":")
-		if b, err = appendJSONString(b, x.Value); err != nil {
-			return b, inJSONField(err, "value")
-		}
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.stringField("\"name\":", x.Name)
+	w.stringField("\"value\":", x.Value)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.networking.v1alpha3.TCPHealthCheckConfig, compacted.
-func (x *TCPHealthCheckConfig) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.networking.v1alpha3.TCPHealthCheckConfig, compacted.
+func (x *TCPHealthCheckConfig) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.Host != "" {
-		b = appendJSONField(b, "\"host\":")
-		if b, err = appendJSONString(b, x.Host); err != nil {
-			return b, inJSONField(err, "host")
-		}
-	}
-	if x.Port != 0 {
-		b = appendJSONField(b, "\"port\":")
-		b = strconv.AppendUint(b, uint64(x.Port), 10)
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.stringField("\"host\":", x.Host)
+	w.uintField("\"port\":", uint64(x.Port))
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.networking.v1alpha3.ExecHealthCheckConfig, compacted.
-func (x *ExecHealthCheckConfig) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.networking.v1alpha3.ExecHealthCheckConfig, compacted.
+func (x *ExecHealthCheckConfig) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
+	w.open('{')
 	if len(x.Command) > 0 {
-		b = appendJSONField(b, "\"command\":")
-		b = append(b, '[')
-		for i, v := range x.Command {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = appendJSONString(b, v); err != nil {
-				return b, inJSONField(err, "command")
-			}
+		w.field("\"command\":")
+		w.open('[')
+		for _, v := range x.Command {
+			w.sep('[')
+			w.stringV("\"command\":", v)
 		}
-		b = append(b, ']')
+		w.close(']')
 	}
-	return append(b, '}'), nil
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson.Marshal writes istio.networking.v1beta1.ProxyImage, compacted.
-func (x *ProxyImage) appendProtoJSON(b []byte) ([]byte, error) {
+// appendProtoJSON writes x as protojson.Marshal writes istio.networking.v1beta1.ProxyImage, compacted.
+func (x *ProxyImage) appendProtoJSON(w *jsonOut) {
 	if x == nil {
-		return append(b, "{}"...), nil
+		w.b = append(w.b, "{}"...)
+		return
 	}
-	var err error
-	b = append(b, '{')
-	if x.ImageType != "" {
-		b = appendJSONField(b, "\"imageType\":")
-		if b, err = appendJSONString(b, x.ImageType); err != nil {
-			return b, inJSONField(err, "imageType")
-		}
-	}
-	return append(b, '}'), nil
+	w.open('{')
+	w.stringField("\"imageType\":", x.ImageType)
+	w.close('}')
 }
 
-// appendProtoJSON appends x as protojson writes istio.mesh.v1alpha1.AuthenticationPolicy: its name, or its number when it has none.
-func (x AuthenticationPolicy) appendProtoJSON(b []byte) []byte {
+// protoJSONName is the name protojson writes for x (istio.mesh.v1alpha1.AuthenticationPolicy), or "" when the number has none.
+func (x AuthenticationPolicy) protoJSONName() string {
 	switch x {
 	case 0:
-		return append(b, "\"NONE\""...)
+		return "NONE"
 	case 1:
-		return append(b, "\"MUTUAL_TLS\""...)
+		return "MUTUAL_TLS"
 	case 1000:
-		return append(b, "\"INHERIT\""...)
+		return "INHERIT"
 	}
-	return strconv.AppendInt(b, int64(x), 10)
+	return ""
 }
 
-// appendProtoJSON appends x as protojson writes istio.mesh.v1alpha1.Tracing.OpenCensusAgent.TraceContext: its name, or its number when it has none.
-func (x Tracing_OpenCensusAgent_TraceContext) appendProtoJSON(b []byte) []byte {
+// protoJSONName is the name protojson writes for x (istio.mesh.v1alpha1.Tracing.OpenCensusAgent.TraceContext), or "" when the number has none.
+func (x Tracing_OpenCensusAgent_TraceContext) protoJSONName() string {
 	switch x {
 	case 0:
-		return append(b, "\"UNSPECIFIED\""...)
+		return "UNSPECIFIED"
 	case 1:
-		return append(b, "\"W3C_TRACE_CONTEXT\""...)
+		return "W3C_TRACE_CONTEXT"
 	case 2:
-		return append(b, "\"GRPC_BIN\""...)
+		return "GRPC_BIN"
 	case 3:
-		return append(b, "\"CLOUD_TRACE_CONTEXT\""...)
+		return "CLOUD_TRACE_CONTEXT"
 	case 4:
-		return append(b, "\"B3\""...)
+		return "B3"
 	}
-	return strconv.AppendInt(b, int64(x), 10)
+	return ""
 }
 
-// appendProtoJSON appends x as protojson writes istio.mesh.v1alpha1.ForwardClientCertDetails: its name, or its number when it has none.
-func (x ForwardClientCertDetails) appendProtoJSON(b []byte) []byte {
+// protoJSONName is the name protojson writes for x (istio.mesh.v1alpha1.ForwardClientCertDetails), or "" when the number has none.
+func (x ForwardClientCertDetails) protoJSONName() string {
 	switch x {
 	case 0:
-		return append(b, "\"UNDEFINED\""...)
+		return "UNDEFINED"
 	case 1:
-		return append(b, "\"SANITIZE\""...)
+		return "SANITIZE"
 	case 2:
-		return append(b, "\"FORWARD_ONLY\""...)
+		return "FORWARD_ONLY"
 	case 3:
-		return append(b, "\"APPEND_FORWARD\""...)
+		return "APPEND_FORWARD"
 	case 4:
-		return append(b, "\"SANITIZE_SET\""...)
+		return "SANITIZE_SET"
 	case 5:
-		return append(b, "\"ALWAYS_FORWARD_ONLY\""...)
+		return "ALWAYS_FORWARD_ONLY"
 	}
-	return strconv.AppendInt(b, int64(x), 10)
+	return ""
 }
 
-// appendProtoJSON appends x as protojson writes istio.mesh.v1alpha1.ProxyConfig.TracingServiceName: its name, or its number when it has none.
-func (x ProxyConfig_TracingServiceName) appendProtoJSON(b []byte) []byte {
+// protoJSONName is the name protojson writes for x (istio.mesh.v1alpha1.ProxyConfig.TracingServiceName), or "" when the number has none.
+func (x ProxyConfig_TracingServiceName) protoJSONName() string {
 	switch x {
 	case 0:
-		return append(b, "\"APP_LABEL_AND_NAMESPACE\""...)
+		return "APP_LABEL_AND_NAMESPACE"
 	case 1:
-		return append(b, "\"CANONICAL_NAME_ONLY\""...)
+		return "CANONICAL_NAME_ONLY"
 	case 2:
-		return append(b, "\"CANONICAL_NAME_AND_NAMESPACE\""...)
+		return "CANONICAL_NAME_AND_NAMESPACE"
 	}
-	return strconv.AppendInt(b, int64(x), 10)
+	return ""
 }
 
-// appendProtoJSON appends x as protojson writes istio.mesh.v1alpha1.ProxyConfig.InboundInterceptionMode: its name, or its number when it has none.
-func (x ProxyConfig_InboundInterceptionMode) appendProtoJSON(b []byte) []byte {
+// protoJSONName is the name protojson writes for x (istio.mesh.v1alpha1.ProxyConfig.InboundInterceptionMode), or "" when the number has none.
+func (x ProxyConfig_InboundInterceptionMode) protoJSONName() string {
 	switch x {
 	case 0:
-		return append(b, "\"REDIRECT\""...)
+		return "REDIRECT"
 	case 1:
-		return append(b, "\"TPROXY\""...)
+		return "TPROXY"
 	case 2:
-		return append(b, "\"NONE\""...)
+		return "NONE"
 	}
-	return strconv.AppendInt(b, int64(x), 10)
+	return ""
 }
 
-// appendProtoJSON appends x as protojson writes istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.MetadataExchangeMode: its name, or its number when it has none.
-func (x ProxyConfig_ProxyHeaders_MetadataExchangeMode) appendProtoJSON(b []byte) []byte {
+// protoJSONName is the name protojson writes for x (istio.mesh.v1alpha1.ProxyConfig.ProxyHeaders.MetadataExchangeMode), or "" when the number has none.
+func (x ProxyConfig_ProxyHeaders_MetadataExchangeMode) protoJSONName() string {
 	switch x {
 	case 0:
-		return append(b, "\"UNDEFINED\""...)
+		return "UNDEFINED"
 	case 1:
-		return append(b, "\"IN_MESH\""...)
+		return "IN_MESH"
 	}
-	return strconv.AppendInt(b, int64(x), 10)
+	return ""
 }
 
-// appendProtoJSON appends x as protojson writes istio.mesh.v1alpha1.ProxyConfig.ConnectionSettings.Profile: its name, or its number when it has none.
-func (x ProxyConfig_ConnectionSettings_Profile) appendProtoJSON(b []byte) []byte {
+// protoJSONName is the name protojson writes for x (istio.mesh.v1alpha1.ProxyConfig.ConnectionSettings.Profile), or "" when the number has none.
+func (x ProxyConfig_ConnectionSettings_Profile) protoJSONName() string {
 	switch x {
 	case 0:
-		return append(b, "\"SIDECAR\""...)
+		return "SIDECAR"
 	case 1:
-		return append(b, "\"EDGE\""...)
+		return "EDGE"
 	}
-	return strconv.AppendInt(b, int64(x), 10)
+	return ""
 }
 
-// appendProtoJSON appends x as protojson writes istio.mesh.v1alpha1.ProxyConfig.ConnectionSettings.HeadersWithUnderscoresAction: its name, or its number when it has none.
-func (x ProxyConfig_ConnectionSettings_HeadersWithUnderscoresAction) appendProtoJSON(b []byte) []byte {
+// protoJSONName is the name protojson writes for x (istio.mesh.v1alpha1.ProxyConfig.ConnectionSettings.HeadersWithUnderscoresAction), or "" when the number has none.
+func (x ProxyConfig_ConnectionSettings_HeadersWithUnderscoresAction) protoJSONName() string {
 	switch x {
 	case 0:
-		return append(b, "\"HEADERS_WITH_UNDERSCORES_UNSPECIFIED\""...)
+		return "HEADERS_WITH_UNDERSCORES_UNSPECIFIED"
 	case 1:
-		return append(b, "\"HEADERS_WITH_UNDERSCORES_ALLOW\""...)
+		return "HEADERS_WITH_UNDERSCORES_ALLOW"
 	case 2:
-		return append(b, "\"HEADERS_WITH_UNDERSCORES_REJECT_REQUEST\""...)
+		return "HEADERS_WITH_UNDERSCORES_REJECT_REQUEST"
 	case 3:
-		return append(b, "\"HEADERS_WITH_UNDERSCORES_DROP_HEADER\""...)
+		return "HEADERS_WITH_UNDERSCORES_DROP_HEADER"
 	}
-	return strconv.AppendInt(b, int64(x), 10)
+	return ""
 }
 
-// appendProtoJSON appends x as protojson writes istio.mesh.v1alpha1.ProxyConfig.ConnectionSettings.PathWithEscapedSlashesAction: its name, or its number when it has none.
-func (x ProxyConfig_ConnectionSettings_PathWithEscapedSlashesAction) appendProtoJSON(b []byte) []byte {
+// protoJSONName is the name protojson writes for x (istio.mesh.v1alpha1.ProxyConfig.ConnectionSettings.PathWithEscapedSlashesAction), or "" when the number has none.
+func (x ProxyConfig_ConnectionSettings_PathWithEscapedSlashesAction) protoJSONName() string {
 	switch x {
 	case 0:
-		return append(b, "\"PATH_WITH_ESCAPED_SLASHES_UNSPECIFIED\""...)
+		return "PATH_WITH_ESCAPED_SLASHES_UNSPECIFIED"
 	case 1:
-		return append(b, "\"KEEP_UNCHANGED\""...)
+		return "KEEP_UNCHANGED"
 	case 2:
-		return append(b, "\"REJECT_REQUEST\""...)
+		return "REJECT_REQUEST"
 	case 3:
-		return append(b, "\"UNESCAPE_AND_REDIRECT\""...)
+		return "UNESCAPE_AND_REDIRECT"
 	case 4:
-		return append(b, "\"UNESCAPE_AND_FORWARD\""...)
+		return "UNESCAPE_AND_FORWARD"
 	}
-	return strconv.AppendInt(b, int64(x), 10)
+	return ""
 }
 
-// appendProtoJSON appends x as protojson writes istio.networking.v1alpha3.ClientTLSSettings.TLSmode: its name, or its number when it has none.
-func (x ClientTLSSettings_TLSmode) appendProtoJSON(b []byte) []byte {
+// protoJSONName is the name protojson writes for x (istio.networking.v1alpha3.ClientTLSSettings.TLSmode), or "" when the number has none.
+func (x ClientTLSSettings_TLSmode) protoJSONName() string {
 	switch x {
 	case 0:
-		return append(b, "\"DISABLE\""...)
+		return "DISABLE"
 	case 1:
-		return append(b, "\"SIMPLE\""...)
+		return "SIMPLE"
 	case 2:
-		return append(b, "\"MUTUAL\""...)
+		return "MUTUAL"
 	case 3:
-		return append(b, "\"ISTIO_MUTUAL\""...)
+		return "ISTIO_MUTUAL"
 	}
-	return strconv.AppendInt(b, int64(x), 10)
+	return ""
 }

@@ -475,12 +475,12 @@ func BenchmarkProxyConfigJSON(b *testing.B) {
 	}
 }
 
-// TestProtoJSONAllocs gates the writer's allocations: the output buffer alone for a typical
+// TestProtoJSONAllocs gates the writer's allocations: the output buffer and the writer for a typical
 // config, and a few more (buffer growth, one key slice per map) for one with every field set;
 // the protojson path took 55 and ~1170.
 func TestProtoJSONAllocs(t *testing.T) {
 	configs := benchConfigs(t)
-	for name, limit := range map[string]float64{"typical": 1, "rich": 16} {
+	for name, limit := range map[string]float64{"typical": 2, "rich": 16} {
 		pc := configs[name]
 		n := testing.AllocsPerRun(50, func() {
 			if _, err := MarshalProtoJSON(pc); err != nil {

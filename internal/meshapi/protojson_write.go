@@ -20,13 +20,25 @@ import (
 
 // AppendProtoJSON appends x in the protobuf JSON mapping to b: the bytes protojson.Marshal writes
 // for x's message with default options, compacted (no whitespace). A nil x writes {}. The error
-// (and then no bytes) is protojson's: a string holding invalid UTF-8, a Duration out of range.
+// (and then b unchanged) is protojson's: a string holding invalid UTF-8, a Duration out of range.
 func AppendProtoJSON(b []byte, x Message) ([]byte, error) {
-	out, err := x.appendProtoJSON(b)
-	if err != nil {
-		return b, fmt.Errorf("meshapi: %s as JSON: %w", x.protoName(), err)
+	w := &jsonOut{b: b}
+	x.appendProtoJSON(w)
+	if w.err != nil {
+		return b, fmt.Errorf("meshapi: %s as JSON: %w", x.protoName(), w.err)
 	}
-	return out, nil
+	return w.b, nil
+}
+
+// jsonMessage is a generated message type, which writes itself (a nil one as {}).
+type jsonMessage interface{ appendProtoJSON(w *jsonOut) }
+
+// jsonOut is what the generated writers write to: the bytes so far and the first value refused.
+// The writers are small and called once per field, so the generated code stays a list of calls.
+// Keys are given quoted with their colon (`"name":`), as the generated code holds them.
+type jsonOut struct {
+	b   []byte
+	err *jsonFieldError
 }
 
 // jsonFieldError is a value protojson refuses to write, with the JSON path of its field.
@@ -35,41 +47,201 @@ type jsonFieldError struct {
 	msg  string
 }
 
-func (e *jsonFieldError) Error() string {
-	if e.path == "" {
-		return e.msg
+func (e *jsonFieldError) Error() string { return "field " + e.path + ": " + e.msg }
+
+// keyName is the JSON name in a key `"name":`.
+func keyName(key string) string { return key[1 : len(key)-2] }
+
+// fail records the first value refused, in the field of key.
+func (w *jsonOut) fail(key string, err error) {
+	if w.err == nil {
+		w.err = &jsonFieldError{path: keyName(key), msg: err.Error()}
 	}
-	return "field " + e.path + ": " + e.msg
 }
 
-// inJSONField puts err, returned by the writer of field name's value, under that field.
-func inJSONField(err error, name string) error {
-	var fe *jsonFieldError
-	if !errors.As(err, &fe) {
-		return &jsonFieldError{path: name, msg: err.Error()}
+func (w *jsonOut) open(c byte)  { w.b = append(w.b, c) }
+func (w *jsonOut) close(c byte) { w.b = append(w.b, c) }
+
+// sep appends the comma before an object member or array element unless it is the first: every
+// value ends in a byte other than '{' and '[', so the container is empty exactly when the bytes
+// end in open, its opening bracket.
+func (w *jsonOut) sep(open byte) {
+	if w.b[len(w.b)-1] != open {
+		w.b = append(w.b, ',')
 	}
-	if fe.path == "" {
-		fe.path = name
-	} else {
-		fe.path = name + "." + fe.path
-	}
-	return fe
 }
 
-// appendJSONField starts an object member: a comma unless it is the object's first, then the
-// quoted name and colon given in name. Every value ends in a byte other than '{', so the object
-// has no member yet exactly when b ends in its '{'.
-func appendJSONField(b []byte, name string) []byte {
-	return append(appendJSONSep(b, '{'), name...)
+// field starts an object member.
+//
+//go:noinline
+func (w *jsonOut) field(key string) {
+	w.sep('{')
+	w.b = append(w.b, key...)
 }
 
-// appendJSONSep appends the comma before an object member or array element unless b ends in
-// open, the container's opening bracket.
-func appendJSONSep(b []byte, open byte) []byte {
-	if b[len(b)-1] != open {
-		b = append(b, ',')
+// The value writers: one value, whatever it holds (list elements, map values, oneof members,
+// wrapper values).
+
+func (w *jsonOut) boolV(v bool)                       { w.b = strconv.AppendBool(w.b, v) }
+func (w *jsonOut) intV(v int64)                       { w.b = strconv.AppendInt(w.b, v, 10) }
+func (w *jsonOut) uintV(v uint64)                     { w.b = strconv.AppendUint(w.b, v, 10) }
+func (w *jsonOut) int64V(v int64)                     { w.b = appendJSONInt64(w.b, v) }
+func (w *jsonOut) uint64V(v uint64)                   { w.b = appendJSONUint64(w.b, v) }
+func (w *jsonOut) floatV(v float64, bits int)         { w.b = appendJSONFloat(w.b, v, bits) }
+func (w *jsonOut) bytesV(v []byte)                    { w.b = appendJSONBytes(w.b, v) }
+func (w *jsonOut) enumV(v int32, name string)         { w.b = appendJSONEnum(w.b, v, name) }
+func (w *jsonOut) messageV(key string, m jsonMessage) { w.nested(key, m) }
+
+//go:noinline
+func (w *jsonOut) stringV(key, v string) {
+	var err error
+	if w.b, err = appendJSONString(w.b, v); err != nil {
+		w.fail(key, err)
 	}
-	return b
+}
+
+//go:noinline
+func (w *jsonOut) durationV(key string, d *durationpb.Duration) {
+	var err error
+	if w.b, err = appendJSONDuration(w.b, d); err != nil {
+		w.fail(key, err)
+	}
+}
+
+// nested writes the message m, putting a value it refuses under key's field.
+//
+//go:noinline
+func (w *jsonOut) nested(key string, m jsonMessage) {
+	clean := w.err == nil
+	m.appendProtoJSON(w)
+	if clean && w.err != nil {
+		w.err.path = keyName(key) + "." + w.err.path
+	}
+}
+
+// The field writers of proto3 fields without presence: nothing for the zero value.
+
+//go:noinline
+func (w *jsonOut) boolField(key string, v bool) {
+	if v {
+		w.field(key)
+		w.boolV(v)
+	}
+}
+
+//go:noinline
+func (w *jsonOut) intField(key string, v int64) {
+	if v != 0 {
+		w.field(key)
+		w.intV(v)
+	}
+}
+
+//go:noinline
+func (w *jsonOut) uintField(key string, v uint64) {
+	if v != 0 {
+		w.field(key)
+		w.uintV(v)
+	}
+}
+
+//go:noinline
+func (w *jsonOut) int64Field(key string, v int64) {
+	if v != 0 {
+		w.field(key)
+		w.int64V(v)
+	}
+}
+
+//go:noinline
+func (w *jsonOut) uint64Field(key string, v uint64) {
+	if v != 0 {
+		w.field(key)
+		w.uint64V(v)
+	}
+}
+
+//go:noinline
+func (w *jsonOut) floatField(key string, v float64, bits int) {
+	if jsonFloatSet(v) {
+		w.field(key)
+		w.floatV(v, bits)
+	}
+}
+
+//go:noinline
+func (w *jsonOut) bytesField(key string, v []byte) {
+	if len(v) > 0 {
+		w.field(key)
+		w.bytesV(v)
+	}
+}
+
+//go:noinline
+func (w *jsonOut) stringField(key, v string) {
+	if v != "" {
+		w.field(key)
+		w.stringV(key, v)
+	}
+}
+
+//go:noinline
+func (w *jsonOut) enumField(key string, v int32, name string) {
+	if v != 0 {
+		w.field(key)
+		w.enumV(v, name)
+	}
+}
+
+// durationField writes a Duration field unless it is nil (unset).
+//
+//go:noinline
+func (w *jsonOut) durationField(key string, d *durationpb.Duration) {
+	if d != nil {
+		w.field(key)
+		w.durationV(key, d)
+	}
+}
+
+// messageField writes a message field, which the caller has found set (not nil).
+//
+//go:noinline
+func (w *jsonOut) messageField(key string, m jsonMessage) {
+	w.field(key)
+	w.nested(key, m)
+}
+
+// Map keys, written as JSON strings.
+
+//go:noinline
+func (w *jsonOut) stringKey(key, k string) {
+	w.sep('{')
+	w.stringV(key, k)
+	w.b = append(w.b, ':')
+}
+
+func (w *jsonOut) intKey(k int64) {
+	w.sep('{')
+	w.b = append(appendJSONInt64(w.b, k), ':')
+}
+
+func (w *jsonOut) uintKey(k uint64) {
+	w.sep('{')
+	w.b = append(appendJSONUint64(w.b, k), ':')
+}
+
+func (w *jsonOut) boolKey(k bool) {
+	w.sep('{')
+	w.b = append(strconv.AppendBool(append(w.b, '"'), k), '"', ':')
+}
+
+// appendJSONEnum writes an enum as protojson does: its name quoted, or its number when it has
+// none (name empty).
+func appendJSONEnum(b []byte, v int32, name string) []byte {
+	if name == "" {
+		return strconv.AppendInt(b, int64(v), 10)
+	}
+	return append(append(append(b, '"'), name...), '"')
 }
 
 // sortedKeys returns m's keys in protojson's order (order.GenericKeyOrder: numbers ascending,
@@ -85,6 +257,11 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 
 const lowerHex = "0123456789abcdef"
 
+var (
+	errInvalidUTF8   = errors.New("string holds invalid UTF-8")
+	errDurationSigns = errors.New("google.protobuf.Duration: signs of seconds and nanos do not match")
+)
+
 // appendJSONString appends s quoted as protojson quotes it: '"' and '\' escaped with a backslash,
 // control characters as \b \f \n \r \t or \u00xx (lower-case hex), everything else as is; invalid
 // UTF-8 is an error, as protojson makes it.
@@ -96,7 +273,7 @@ func appendJSONString(b []byte, s string) ([]byte, error) {
 		if c >= utf8.RuneSelf {
 			r, n := utf8.DecodeRuneInString(s[i:])
 			if r == utf8.RuneError && n == 1 {
-				return b, &jsonFieldError{msg: "string holds invalid UTF-8"}
+				return b, errInvalidUTF8
 			}
 			i += n
 			continue
@@ -197,11 +374,11 @@ func appendJSONDuration(b []byte, d *durationpb.Duration) ([]byte, error) {
 	secs, nanos := d.GetSeconds(), d.GetNanos()
 	switch {
 	case secs < -maxDurationSeconds || secs > maxDurationSeconds:
-		return b, &jsonFieldError{msg: "google.protobuf.Duration: seconds out of range " + strconv.FormatInt(secs, 10)}
+		return b, fmt.Errorf("google.protobuf.Duration: seconds out of range %d", secs)
 	case nanos <= -1e9 || nanos >= 1e9:
-		return b, &jsonFieldError{msg: "google.protobuf.Duration: nanos out of range " + strconv.FormatInt(int64(nanos), 10)}
+		return b, fmt.Errorf("google.protobuf.Duration: nanos out of range %d", nanos)
 	case (secs > 0 && nanos < 0) || (secs < 0 && nanos > 0):
-		return b, &jsonFieldError{msg: "google.protobuf.Duration: signs of seconds and nanos do not match"}
+		return b, errDurationSigns
 	}
 	b = append(b, '"')
 	if secs < 0 || nanos < 0 {

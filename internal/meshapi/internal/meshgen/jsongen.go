@@ -89,8 +89,10 @@ func (g *jsonGen) message(md protoreflect.MessageDescriptor) error {
 	if err := checkWellKnown(md); err != nil {
 		return err
 	}
-	var body bytes.Buffer
-	usesErr := false
+	g.p("// appendProtoJSON writes x as protojson.Marshal writes %s, compacted.", md.FullName())
+	g.p("func (x *%s) appendProtoJSON(w *jsonOut) {", name)
+	g.p("if x == nil {\nw.b = append(w.b, \"{}\"...)\nreturn\n}")
+	g.p("w.open('{')")
 	for i := range md.Fields().Len() {
 		fd := md.Fields().Get(i)
 		key, err := jsonName(fd)
@@ -98,144 +100,138 @@ func (g *jsonGen) message(md protoreflect.MessageDescriptor) error {
 			return err
 		}
 		field := "x." + goCamel(string(fd.Name()))
-		w := func(format string, args ...any) { fmt.Fprintf(&body, format+"\n", args...) }
-		path := fd.JSONName() // errors name the field, for a map value too
-		value := func(fd protoreflect.FieldDescriptor, expr string) {
-			code, fallible := g.value(fd, expr)
-			if fallible {
-				usesErr = true
-				w("if b, err = %s; err != nil {\nreturn b, inJSONField(err, %q)\n}", code, path)
-			} else {
-				w("b = %s", code)
-			}
-		}
 		switch {
 		case fd.ContainingOneof() != nil:
 			od := fd.ContainingOneof()
-			wrapper := g.names.wrapperName(md, fd)
-			w("if o, ok := x.%s.(*%s); ok && o != nil {", goCamel(string(od.Name())), wrapper)
-			w("b = appendJSONField(b, %s)", key)
-			value(fd, "o."+goCamel(string(fd.Name())))
-			w("}")
+			g.p("if o, ok := x.%s.(*%s); ok && o != nil {", goCamel(string(od.Name())), g.names.wrapperName(md, fd))
+			g.p("w.field(%s)", key)
+			g.p("%s", g.value(fd, "o."+goCamel(string(fd.Name())), key))
+			g.p("}")
 		case fd.IsMap():
-			w("if len(%s) > 0 {", field)
-			w("b = appendJSONField(b, %s)", key)
-			w("b = append(b, '{')")
+			g.p("if len(%s) > 0 {", field)
+			g.p("w.field(%s)", key)
+			g.p("w.open('{')")
 			kfd, vfd := fd.MapKey(), fd.MapValue()
 			if kfd.Kind() == protoreflect.BoolKind {
-				w("for _, k := range [2]bool{false, true} {")
-				w("v, ok := %s[k]\nif !ok {\ncontinue\n}", field)
+				g.p("for _, k := range [2]bool{false, true} {")
+				g.p("if v, ok := %s[k]; ok {", field)
+				g.p("w.boolKey(k)")
+				g.p("%s", g.value(vfd, "v", key))
+				g.p("}")
 			} else {
-				w("for _, k := range sortedKeys(%s) {", field)
-				w("v := %s[k]", field)
+				g.p("for _, k := range sortedKeys(%s) {", field)
+				switch kfd.Kind() {
+				case protoreflect.StringKind:
+					g.p("w.stringKey(%s, k)", key)
+				case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind,
+					protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+					g.p("w.intKey(int64(k))")
+				default: // the unsigned kinds: no other kind may be a map key
+					g.p("w.uintKey(uint64(k))")
+				}
+				g.p("%s", g.value(vfd, field+"[k]", key))
 			}
-			w("b = appendJSONSep(b, '{')")
-			switch kfd.Kind() {
-			case protoreflect.StringKind:
-				usesErr = true
-				w("if b, err = appendJSONString(b, k); err != nil {\nreturn b, inJSONField(err, %q)\n}", fd.JSONName())
-			case protoreflect.BoolKind:
-				g.imports["strconv"] = true
-				w("b = append(strconv.AppendBool(append(b, '\"'), k), '\"')")
-			case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind,
-				protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-				g.imports["strconv"] = true
-				w("b = append(strconv.AppendInt(append(b, '\"'), int64(k), 10), '\"')")
-			default: // the unsigned kinds: no other kind may be a map key
-				g.imports["strconv"] = true
-				w("b = append(strconv.AppendUint(append(b, '\"'), uint64(k), 10), '\"')")
-			}
-			w("b = append(b, ':')")
-			value(vfd, "v")
-			w("}")
-			w("b = append(b, '}')")
-			w("}")
+			g.p("}")
+			g.p("w.close('}')")
+			g.p("}")
 		case fd.IsList():
-			w("if len(%s) > 0 {", field)
-			w("b = appendJSONField(b, %s)", key)
-			w("b = append(b, '[')")
-			w("for i, v := range %s {", field)
-			w("if i > 0 {\nb = append(b, ',')\n}")
-			value(fd, "v")
-			w("}")
-			w("b = append(b, ']')")
-			w("}")
+			g.p("if len(%s) > 0 {", field)
+			g.p("w.field(%s)", key)
+			g.p("w.open('[')")
+			g.p("for _, v := range %s {", field)
+			g.p("w.sep('[')")
+			g.p("%s", g.value(fd, "v", key))
+			g.p("}")
+			g.p("w.close(']')")
+			g.p("}")
+		case fd.Message() != nil:
+			if fd.Message().FullName() == "google.protobuf.Duration" {
+				g.p("w.durationField(%s, %s)", key, field)
+				continue
+			}
+			g.p("if %s != nil {", field)
+			if isWrapper(fd.Message()) {
+				g.p("w.field(%s)", key)
+				g.p("%s", g.value(fd, field, key))
+			} else {
+				g.p("w.messageField(%s, %s)", key, field)
+			}
+			g.p("}")
 		default:
-			w("if %s {", g.present(fd, field))
-			w("b = appendJSONField(b, %s)", key)
-			value(fd, field)
-			w("}")
+			g.p("%s", g.scalarField(fd, field, key))
 		}
 	}
-	g.p("// appendProtoJSON appends x as protojson.Marshal writes %s, compacted.", md.FullName())
-	g.p("func (x *%s) appendProtoJSON(b []byte) ([]byte, error) {", name)
-	g.p("if x == nil {\nreturn append(b, \"{}\"...), nil\n}")
-	if usesErr {
-		g.p("var err error")
-	}
-	g.p("b = append(b, '{')")
-	g.buf.Write(body.Bytes())
-	g.p("return append(b, '}'), nil\n}\n")
+	g.p("w.close('}')\n}\n")
 	return nil
 }
 
-// present is the Go condition under which protojson writes the proto3 field fd (no presence of
-// its own, not in a oneof) held in expr.
-func (g *jsonGen) present(fd protoreflect.FieldDescriptor, expr string) string {
+// scalarField is the call writing the proto3 scalar field fd (no presence, not in a oneof) held
+// in expr under key, or nothing when it holds the zero value.
+func (g *jsonGen) scalarField(fd protoreflect.FieldDescriptor, expr, key string) string {
 	switch fd.Kind() {
 	case protoreflect.BoolKind:
-		return expr
+		return "w.boolField(" + key + ", " + expr + ")"
+	case protoreflect.EnumKind:
+		return "w.enumField(" + key + ", int32(" + expr + "), " + expr + ".protoJSONName())"
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return "w.intField(" + key + ", int64(" + expr + "))"
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return "w.uintField(" + key + ", uint64(" + expr + "))"
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return "w.int64Field(" + key + ", " + expr + ")"
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return "w.uint64Field(" + key + ", " + expr + ")"
+	case protoreflect.FloatKind:
+		return "w.floatField(" + key + ", float64(" + expr + "), 32)"
+	case protoreflect.DoubleKind:
+		return "w.floatField(" + key + ", " + expr + ", 64)"
 	case protoreflect.StringKind:
-		return expr + ` != ""`
-	case protoreflect.BytesKind:
-		return "len(" + expr + ") > 0"
-	case protoreflect.FloatKind, protoreflect.DoubleKind:
-		return "jsonFloatSet(float64(" + expr + "))"
-	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return expr + " != nil"
+		return "w.stringField(" + key + ", " + expr + ")"
 	}
-	return expr + " != 0"
+	return "w.bytesField(" + key + ", " + expr + ")"
 }
 
-// value returns the Go expression appending the single value expr of field fd (an element of a
-// list, a map value, or a field) to b, and whether it also returns an error. A nil message is
-// written as the empty message.
-func (g *jsonGen) value(fd protoreflect.FieldDescriptor, expr string) (code string, fallible bool) {
+// value is the call writing the single value expr of field fd (an element of a list, a map
+// value, a oneof member or a field's wrapper), whatever it holds; key names the field in errors.
+// A nil message is written as the empty message.
+func (g *jsonGen) value(fd protoreflect.FieldDescriptor, expr, key string) string {
 	switch fd.Kind() {
 	case protoreflect.BoolKind:
-		g.imports["strconv"] = true
-		return "strconv.AppendBool(b, " + expr + ")", false
+		return "w.boolV(" + expr + ")"
 	case protoreflect.EnumKind:
-		return expr + ".appendProtoJSON(b)", false
+		return "w.enumV(int32(" + expr + "), " + expr + ".protoJSONName())"
 	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		g.imports["strconv"] = true
-		return "strconv.AppendInt(b, int64(" + expr + "), 10)", false
+		return "w.intV(int64(" + expr + "))"
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		g.imports["strconv"] = true
-		return "strconv.AppendUint(b, uint64(" + expr + "), 10)", false
+		return "w.uintV(uint64(" + expr + "))"
 	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		return "appendJSONInt64(b, " + expr + ")", false
+		return "w.int64V(" + expr + ")"
 	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		return "appendJSONUint64(b, " + expr + ")", false
+		return "w.uint64V(" + expr + ")"
 	case protoreflect.FloatKind:
-		return "appendJSONFloat(b, float64(" + expr + "), 32)", false
+		return "w.floatV(float64(" + expr + "), 32)"
 	case protoreflect.DoubleKind:
-		return "appendJSONFloat(b, " + expr + ", 64)", false
+		return "w.floatV(" + expr + ", 64)"
 	case protoreflect.StringKind:
-		return "appendJSONString(b, " + expr + ")", true
+		return "w.stringV(" + key + ", " + expr + ")"
 	case protoreflect.BytesKind:
-		return "appendJSONBytes(b, " + expr + ")", false
+		return "w.bytesV(" + expr + ")"
 	}
 	md := fd.Message()
 	switch {
 	case md.FullName() == "google.protobuf.Duration":
-		return "appendJSONDuration(b, " + expr + ")", true
-	case strings.HasSuffix(string(md.FullName()), "Value") && md.ParentFile().Package() == "google.protobuf" &&
-		md.FullName() != "google.protobuf.Value" && md.FullName() != "google.protobuf.ListValue":
-		// A wrapper: its value field, bare (GetValue is nil-safe, a nil wrapper writes the zero value).
-		return g.value(md.Fields().ByNumber(1), expr+".GetValue()")
+		return "w.durationV(" + key + ", " + expr + ")"
+	case isWrapper(md): // its value field, bare (GetValue is nil-safe: a nil wrapper writes the zero value)
+		return g.value(md.Fields().ByNumber(1), expr+".GetValue()", key)
 	}
-	return expr + ".appendProtoJSON(b)", true
+	return "w.messageV(" + key + ", " + expr + ")"
+}
+
+// isWrapper says whether md is one of google/protobuf/wrappers.proto's messages.
+func isWrapper(md protoreflect.MessageDescriptor) bool {
+	n := md.FullName()
+	return md.ParentFile().Package() == "google.protobuf" && strings.HasSuffix(string(n), "Value") &&
+		n != "google.protobuf.Value" && n != "google.protobuf.ListValue"
 }
 
 // checkWellKnown refuses the well-known types the writer has no rule for (Struct, Value,
@@ -250,7 +246,7 @@ func checkWellKnown(md protoreflect.MessageDescriptor) error {
 		if m := fd.Message(); m != nil && m.ParentFile().Package() == "google.protobuf" {
 			switch n := m.FullName(); {
 			case n == "google.protobuf.Duration":
-			case strings.HasSuffix(string(n), "Value") && n != "google.protobuf.Value" && n != "google.protobuf.ListValue":
+			case isWrapper(m):
 			default:
 				return fmt.Errorf("%s: the JSON writer has no rule for %s", fd.FullName(), n)
 			}
@@ -261,9 +257,8 @@ func checkWellKnown(md protoreflect.MessageDescriptor) error {
 
 func (g *jsonGen) enum(ed protoreflect.EnumDescriptor) {
 	name := goTypeName(ed)
-	g.imports["strconv"] = true
-	g.p("// appendProtoJSON appends x as protojson writes %s: its name, or its number when it has none.", ed.FullName())
-	g.p("func (x %s) appendProtoJSON(b []byte) []byte {", name)
+	g.p("// protoJSONName is the name protojson writes for x (%s), or \"\" when the number has none.", ed.FullName())
+	g.p("func (x %s) protoJSONName() string {", name)
 	g.p("switch x {")
 	seen := map[protoreflect.EnumNumber]bool{}
 	for i := range ed.Values().Len() {
@@ -272,7 +267,7 @@ func (g *jsonGen) enum(ed protoreflect.EnumDescriptor) {
 			continue
 		}
 		seen[v.Number()] = true
-		g.p("case %d:\nreturn append(b, %q...)", v.Number(), `"`+string(v.Name())+`"`)
+		g.p("case %d:\nreturn %q", v.Number(), v.Name())
 	}
-	g.p("}\nreturn strconv.AppendInt(b, int64(x), 10)\n}\n")
+	g.p("}\nreturn \"\"\n}\n")
 }
