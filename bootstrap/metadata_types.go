@@ -1,7 +1,6 @@
 package bootstrap
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -92,15 +91,8 @@ type ProxyConfigJSON struct{ *meshapi.ProxyConfig }
 
 // MarshalJSON implements json.Marshaler.
 func (p ProxyConfigJSON) MarshalJSON() ([]byte, error) {
-	b, err := meshapi.MarshalProtoJSON(p.ProxyConfig)
-	if err != nil {
-		return nil, err
-	}
-	var out bytes.Buffer
-	if err := json.Compact(&out, b); err != nil { // protojson randomises whitespace
-		return nil, err
-	}
-	return out.Bytes(), nil
+	// protojson's bytes, compacted, written by meshapi's generated writer (no descriptors).
+	return meshapi.MarshalProtoJSON(p.ProxyConfig)
 }
 
 // UnmarshalJSON implements json.Unmarshaler.

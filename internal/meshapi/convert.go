@@ -2,6 +2,7 @@ package meshapi
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 
@@ -13,6 +14,7 @@ import (
 // Message is a generated type of this package: a pointer to one of its structs.
 type Message interface {
 	protoName() protoreflect.FullName
+	jsonMessage // generated: protojson.gen.go
 }
 
 // oneofHolder is implemented by the generated types that have a oneof: it lists the wrapper
@@ -182,7 +184,7 @@ func toMessage(v reflect.Value, m protoreflect.Message) error {
 				l.Append(val)
 			}
 		default:
-			if fv.IsZero() || (fd.Kind() == protoreflect.BytesKind && fv.Len() == 0) {
+			if unsetScalar(fd, fv) {
 				continue // proto3: a zero scalar or nil message is unset
 			}
 			val, err := toSingle(fd, fv, func() protoreflect.Message { return m.NewField(fd).Message() })
@@ -193,6 +195,19 @@ func toMessage(v reflect.Value, m protoreflect.Message) error {
 		}
 	}
 	return nil
+}
+
+// unsetScalar says whether the Go value fv of the proto3 field fd (no presence, not in a oneof)
+// is the unset value. A float is unset when its bits are zero: -0 is set, as protoc-gen-go's
+// messages (istio.io/api's) and dynamicpb have it, where reflect's IsZero says -0 is zero.
+func unsetScalar(fd protoreflect.FieldDescriptor, fv reflect.Value) bool {
+	switch fd.Kind() {
+	case protoreflect.BytesKind:
+		return fv.Len() == 0
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		return math.Float64bits(fv.Float()) == 0
+	}
+	return fv.IsZero()
 }
 
 // toSingle converts one Go value (not a list or map) of field fd; newMsg makes the message a

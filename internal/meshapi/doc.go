@@ -8,9 +8,11 @@
 // protoc-gen-go gives istio.io/api's, because custom bootstrap templates receive the ProxyConfig
 // as .config and may read any of them (TestShapesMatchIstio checks every field and method against
 // istio.io/api). They are not proto.Messages: ToDynamic and FromDynamic convert to and from
-// dynamicpb messages of the embedded descriptors, which protojson parses and prints.
+// dynamicpb messages of the embedded descriptors, which protojson parses and prints. Writing JSON
+// needs no descriptors: protojson.gen.go holds a generated writer of protojson's bytes
+// (MarshalProtoJSON, AppendProtoJSON), so the bootstrap's PROXY_CONFIG costs no descriptor build.
 //
-// types.gen.go and mesh.pb.gz are generated from the istio.io/api in go.mod by
+// types.gen.go, protojson.gen.go and mesh.pb.gz are generated from the istio.io/api in go.mod by
 // `go generate ./internal/meshapi`; TestGeneratedCurrent fails when they are stale.
 package meshapi
 

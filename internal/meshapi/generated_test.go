@@ -18,12 +18,14 @@ func TestGeneratedCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.ReadFile(meshgen.GoFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(src, files[meshgen.GoFile]) {
-		t.Errorf("%s is stale: run go generate ./internal/meshapi", meshgen.GoFile)
+	for _, name := range []string{meshgen.GoFile, meshgen.JSONFile} {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(src, files[name]) {
+			t.Errorf("%s is stale: run go generate ./internal/meshapi", name)
+		}
 	}
 	if !bytes.Equal(gunzip(t, meshDescriptors), gunzip(t, files[meshgen.DescFile])) {
 		t.Errorf("%s is stale: run go generate ./internal/meshapi", meshgen.DescFile)

@@ -8,14 +8,14 @@ import (
 )
 
 // MarshalProtoJSON writes x in the protobuf JSON mapping (protojson: lowerCamel names, enum names,
-// unset fields omitted). protojson varies its whitespace from build to build; compact the output
-// where bytes must be stable.
+// unset fields omitted): the bytes protojson.Marshal writes for x, compacted. It runs the
+// generated writer (AppendProtoJSON), which needs no descriptors.
 func MarshalProtoJSON(x Message) ([]byte, error) {
-	m, err := ToDynamic(x)
+	b, err := AppendProtoJSON(make([]byte, 0, 512), x)
 	if err != nil {
 		return nil, err
 	}
-	return protojson.Marshal(m)
+	return b, nil
 }
 
 // UnmarshalProtoJSON replaces *x with the JSON document b, read with opts.

@@ -19,6 +19,7 @@ import (
 // Output file names, in internal/meshapi.
 const (
 	GoFile   = "types.gen.go"
+	JSONFile = "protojson.gen.go"
 	DescFile = "mesh.pb.gz"
 )
 
@@ -34,11 +35,15 @@ func Build() (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	js, err := jsonSource("meshapi", version, pc)
+	if err != nil {
+		return nil, err
+	}
 	desc, err := descriptorSet(mc, pc)
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{GoFile: src, DescFile: desc}, nil
+	return map[string][]byte{GoFile: src, JSONFile: js, DescFile: desc}, nil
 }
 
 // hasJSONShim says whether istio.io/api's Go type for name has the MarshalJSON its
