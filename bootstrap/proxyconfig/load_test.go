@@ -131,6 +131,7 @@ func TestBadInputNamesSourceAndField(t *testing.T) {
 		{"PROXY_CONFIG bad port", "", `proxyAdminPort: 70000`, "", []string{"PROXY_CONFIG", "proxyAdminPort"}},
 		{"PROXY_CONFIG bad discovery", "", `discoveryAddress: nocolon`, "", []string{"PROXY_CONFIG", "discoveryAddress"}},
 		{"PROXY_CONFIG unknown tracer", "", `tracing: {jaeger: {address: "j:1"}}`, "", []string{"PROXY_CONFIG"}},
+		{"PROXY_CONFIG two unknown tracers, in order", "", `tracing: {jaeger: {}, foo: {}}`, "", []string{"PROXY_CONFIG", "fields tracing.foo, tracing.jaeger:"}},
 		{"PROXY_CONFIG bad zipkin", "", `tracing: {zipkin: {address: "zipkin"}}`, "", []string{"PROXY_CONFIG", "tracing.zipkin.address"}},
 		{"mesh config", badMesh, "", "", []string{badMesh, "proxyAdminPort"}},
 		{"annotations file", "", "", badAnn, []string{badAnn, "line 2"}},

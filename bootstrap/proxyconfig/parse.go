@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -124,12 +125,22 @@ func checkTracerKeys(doc []byte, under, source string) error {
 		return err
 	}
 	known := md.Fields()
+	var unknown []string
 	for k := range tracing {
 		if known.ByJSONName(k) == nil && known.ByName(protoreflectName(k)) == nil {
-			return fmt.Errorf("%s: field %stracing.%s: unknown tracer or tracing field (known tracers: zipkin, lightstep, datadog, stackdriver, openCensusAgent)", source, prefix, k)
+			unknown = append(unknown, prefix+"tracing."+k)
 		}
 	}
-	return nil
+	if len(unknown) == 0 {
+		return nil
+	}
+	// Sorted, so that the same document always gives the same error (map order is random).
+	sort.Strings(unknown)
+	what := "field " + unknown[0]
+	if len(unknown) > 1 {
+		what = "fields " + strings.Join(unknown, ", ")
+	}
+	return fmt.Errorf("%s: %s: unknown tracer or tracing field (known tracers: zipkin, lightstep, datadog, stackdriver, openCensusAgent)", source, what)
 }
 
 const tracingName protoreflect.FullName = "istio.mesh.v1alpha1.Tracing"
