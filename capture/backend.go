@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Runner runs one external command and returns its standard output. An error carries the exit
@@ -81,7 +82,9 @@ func (b Backend) String() string {
 	return fmt.Sprintf("%s v%d.%d.%d (%s)", b.Bin, b.Version[0], b.Version[1], b.Version[2], kind)
 }
 
-var versionRE = regexp.MustCompile(`v([0-9]+)\.([0-9]+)(?:\.([0-9]+))?`)
+// versionRE is compiled on first use: the agent links this package but runs it only with capture
+// enabled, and compiling at init cost every start.
+var versionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`v([0-9]+)\.([0-9]+)(?:\.([0-9]+))?`) })
 
 // probeRule is a rule that can never match (IANA-reserved protocol 255): adding and deleting it
 // proves the kernel supports this variant.
@@ -97,7 +100,7 @@ func probe(ctx context.Context, r Runner, bin string) (Backend, error) {
 	}
 	b.ExistingRules = hasRules(dump)
 	ver, err := r.Run(ctx, "", b.Save, "--version")
-	if m := versionRE.FindStringSubmatch(ver); err == nil && m != nil {
+	if m := versionRE().FindStringSubmatch(ver); err == nil && m != nil {
 		for i := 0; i < 3; i++ {
 			b.Version[i], _ = strconv.Atoi(m[i+1])
 		}

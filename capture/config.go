@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -207,15 +208,16 @@ func ParseCIDRs(s string) (CIDRs, error) {
 }
 
 var (
-	ifaceName = regexp.MustCompile(`^[A-Za-z0-9_.:@+-]{1,15}$`)
-	ownerName = regexp.MustCompile(`^([0-9]+|[A-Za-z_][A-Za-z0-9_.-]*\$?)$`)
+	// Compiled on first use, not at every start of the agent (capture is usually off).
+	ifaceName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.:@+-]{1,15}$`) })
+	ownerName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+|[A-Za-z_][A-Za-z0-9_.-]*\$?)$`) })
 )
 
 // ParseInterfaces parses an interface list.
 func ParseInterfaces(s string) ([]string, error) {
 	items := SplitList(s)
 	for _, it := range items {
-		if !ifaceName.MatchString(it) {
+		if !ifaceName().MatchString(it) {
 			return nil, fmt.Errorf("interface name %q: want 1-15 characters of letters, digits and _.:@+-", it)
 		}
 	}
@@ -226,7 +228,7 @@ func ParseInterfaces(s string) ([]string, error) {
 func ParseOwners(s string) ([]string, error) {
 	items := SplitList(s)
 	for _, it := range items {
-		if !ownerName.MatchString(it) {
+		if !ownerName().MatchString(it) {
 			return nil, fmt.Errorf("owner %q: want a numeric id or a user/group name", it)
 		}
 	}

@@ -32,7 +32,7 @@ func FuzzProxyConfig(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		pc := Default()
-		if err := applyLayer(pc, doc, "fuzz", nil); err == nil {
+		if err := applyLayer(pc, doc, "fuzz", nil, nil); err == nil {
 			if err := Validate(pc); err != nil {
 				t.Fatalf("accepted layer left an invalid config: %v", err)
 			}
@@ -41,7 +41,7 @@ func FuzzProxyConfig(f *testing.F) {
 		theirs := &meshv1alpha1.ProxyConfig{}
 		errTheirs := parseInto(doc, theirs, "fuzz", nil)
 		if errTheirs == nil {
-			errTheirs = checkTracerKeys(doc, "", "fuzz")
+			errTheirs = checkTracerKeys(doc, "", "fuzz", nil)
 		}
 		sameOutcome(t, "ProxyConfig", errOurs, errTheirs)
 		if errOurs == nil && errTheirs == nil {
@@ -60,7 +60,7 @@ func FuzzProxyConfig(f *testing.F) {
 		_, errOurs = parseMeshConfig(doc, "fuzz", nil)
 		errTheirs = parseInto(doc, &meshv1alpha1.MeshConfig{}, "mesh config fuzz", nil)
 		if errTheirs == nil {
-			errTheirs = checkTracerKeys(doc, "defaultConfig", "mesh config fuzz")
+			errTheirs = checkTracerKeys(doc, "defaultConfig", "mesh config fuzz", nil)
 		}
 		sameOutcome(t, "MeshConfig", errOurs, errTheirs)
 		if js, err := yaml.YAMLToJSON(doc); err == nil {
@@ -71,7 +71,7 @@ func FuzzProxyConfig(f *testing.F) {
 			_ = unknownFields(js, md)
 		}
 		if ann, err := ParsePodInfo(doc); err == nil {
-			_ = applyAnnotations(Default(), ann, "fuzz", nil)
+			_ = applyAnnotations(Default(), ann, "fuzz", nil, nil)
 		}
 	})
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/wingman-mesh/wingman/internal/meshapi"
 )
 
@@ -45,6 +47,10 @@ func Load(src Sources) (*meshapi.ProxyConfig, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	pc := Default()
+	// The ProxyConfig descriptor the layers are parsed with: the mesh file's, when one was parsed (its
+	// descriptor set has ProxyConfig too), so that one set is built; otherwise meshapi's ProxyConfig
+	// set, half the size, which is all a start without a mesh file builds.
+	var layerDesc protoreflect.MessageDescriptor
 
 	if src.MeshConfigFile != "" {
 		data, err := os.ReadFile(src.MeshConfigFile)
@@ -58,6 +64,7 @@ func Load(src Sources) (*meshapi.ProxyConfig, error) {
 			if err != nil {
 				return nil, err
 			}
+			layerDesc = defaultConfigDesc(mesh.Descriptor())
 			if dc := defaultConfigOf(mesh); dc != nil {
 				if err := mergeProxyConfig(pc, dc); err != nil {
 					return nil, fmt.Errorf("mesh config %s: defaultConfig: %w", src.MeshConfigFile, err)
@@ -70,7 +77,7 @@ func Load(src Sources) (*meshapi.ProxyConfig, error) {
 	}
 
 	if src.ProxyConfigEnv != "" {
-		if err := applyLayer(pc, []byte(src.ProxyConfigEnv), SourceProxyConfigEnv, log); err != nil {
+		if err := applyLayer(pc, []byte(src.ProxyConfigEnv), SourceProxyConfigEnv, log, layerDesc); err != nil {
 			return nil, err
 		}
 	}
@@ -83,7 +90,7 @@ func Load(src Sources) (*meshapi.ProxyConfig, error) {
 		case err != nil:
 			return nil, err
 		default:
-			if err := applyAnnotations(pc, ann, src.AnnotationsFile, log); err != nil {
+			if err := applyAnnotations(pc, ann, src.AnnotationsFile, log, layerDesc); err != nil {
 				return nil, err
 			}
 		}
@@ -92,10 +99,10 @@ func Load(src Sources) (*meshapi.ProxyConfig, error) {
 }
 
 // applyAnnotations applies the three annotations that change the ProxyConfig, in Istio's order.
-func applyAnnotations(pc *meshapi.ProxyConfig, ann map[string]string, file string, log *slog.Logger) error {
+func applyAnnotations(pc *meshapi.ProxyConfig, ann map[string]string, file string, log *slog.Logger, md protoreflect.MessageDescriptor) error {
 	if v, ok := ann[AnnotationProxyConfig]; ok && v != "" {
 		src := fmt.Sprintf("annotation %s in %s", AnnotationProxyConfig, file)
-		if err := applyLayer(pc, []byte(v), src, log); err != nil {
+		if err := applyLayer(pc, []byte(v), src, log, md); err != nil {
 			return err
 		}
 	}
@@ -119,8 +126,8 @@ func applyAnnotations(pc *meshapi.ProxyConfig, ann map[string]string, file strin
 }
 
 // applyLayer parses one ProxyConfig document, merges it over pc and validates the result.
-func applyLayer(pc *meshapi.ProxyConfig, doc []byte, source string, log *slog.Logger) error {
-	layer, err := parseProxyConfigLayer(doc, source, log)
+func applyLayer(pc *meshapi.ProxyConfig, doc []byte, source string, log *slog.Logger, md protoreflect.MessageDescriptor) error {
+	layer, err := parseProxyConfigLayer(doc, source, log, md)
 	if err != nil {
 		return err
 	}

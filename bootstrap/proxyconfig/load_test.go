@@ -86,7 +86,7 @@ func TestOneofReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := pc
-	if err := applyLayer(base, []byte(`tracing: {datadog: {address: "dd:8126"}}`), "test", nil); err != nil {
+	if err := applyLayer(base, []byte(`tracing: {datadog: {address: "dd:8126"}}`), "test", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if base.GetTracing().GetZipkin() != nil || base.GetTracing().GetDatadog().GetAddress() != "dd:8126" {

@@ -20,7 +20,7 @@ import (
 // does not know is tolerated (logged) so that a newer control plane's config does not stop the pod;
 // a known field of the wrong type or value is an error naming source and field.
 func ParseProxyConfig(doc []byte, source string, log *slog.Logger) (*meshapi.ProxyConfig, error) {
-	m, err := parseProxyConfigLayer(doc, source, log)
+	m, err := parseProxyConfigLayer(doc, source, log, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -31,17 +31,21 @@ func ParseProxyConfig(doc []byte, source string, log *slog.Logger) (*meshapi.Pro
 	return pc, nil
 }
 
-// parseProxyConfigLayer parses one ProxyConfig document into a dynamic message (of meshapi's
-// embedded descriptors), which mergeProxyConfig lays over the config so far.
-func parseProxyConfigLayer(doc []byte, source string, log *slog.Logger) (*dynamicpb.Message, error) {
-	m, err := meshapi.NewDynamic(meshapi.ProxyConfigName)
-	if err != nil {
-		return nil, err
+// parseProxyConfigLayer parses one ProxyConfig document into a dynamic message of descriptor md
+// (nil: meshapi's ProxyConfig set), which mergeProxyConfig lays over the config so far. Load passes
+// the mesh file's ProxyConfig when it parsed one, so that a start builds one descriptor set, not two.
+func parseProxyConfigLayer(doc []byte, source string, log *slog.Logger, md protoreflect.MessageDescriptor) (*dynamicpb.Message, error) {
+	if md == nil {
+		var err error
+		if md, err = meshapi.Descriptor(meshapi.ProxyConfigName); err != nil {
+			return nil, err
+		}
 	}
+	m := dynamicpb.NewMessage(md)
 	if err := parseInto(doc, m, source, log); err != nil {
 		return nil, err
 	}
-	if err := checkTracerKeys(doc, "", source); err != nil {
+	if err := checkTracerKeys(doc, "", source, tracingOf(md)); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -57,10 +61,29 @@ func parseMeshConfig(doc []byte, source string, log *slog.Logger) (*dynamicpb.Me
 	if err := parseInto(doc, mc, "mesh config "+source, log); err != nil {
 		return nil, err
 	}
-	if err := checkTracerKeys(doc, "defaultConfig", "mesh config "+source); err != nil {
+	if err := checkTracerKeys(doc, "defaultConfig", "mesh config "+source, tracingOf(defaultConfigDesc(mc.Descriptor()))); err != nil {
 		return nil, err
 	}
 	return mc, nil
+}
+
+// defaultConfigDesc is the ProxyConfig descriptor of MeshConfig's defaultConfig (nil if absent).
+func defaultConfigDesc(mesh protoreflect.MessageDescriptor) protoreflect.MessageDescriptor {
+	if fd := mesh.Fields().ByName("default_config"); fd != nil {
+		return fd.Message()
+	}
+	return nil
+}
+
+// tracingOf is the Tracing descriptor of ProxyConfig descriptor pc (nil if absent).
+func tracingOf(pc protoreflect.MessageDescriptor) protoreflect.MessageDescriptor {
+	if pc == nil {
+		return nil
+	}
+	if fd := pc.Fields().ByName("tracing"); fd != nil {
+		return fd.Message()
+	}
+	return nil
 }
 
 // defaultConfigOf returns mesh's defaultConfig, or nil when it has none.
@@ -98,8 +121,9 @@ func parseInto(doc []byte, m proto.Message, source string, log *slog.Logger) err
 
 // checkTracerKeys rejects a tracing block naming a tracer this agent does not know. Unknown fields
 // are otherwise tolerated, but a tracer the user asked for and silently did not get is a bug report
-// waiting to happen; Istio drops it without a word.
-func checkTracerKeys(doc []byte, under, source string) error {
+// waiting to happen; Istio drops it without a word. tracing is the Tracing descriptor to check
+// against (nil: meshapi's).
+func checkTracerKeys(doc []byte, under, source string, tracing protoreflect.MessageDescriptor) error {
 	js, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return nil // already reported by parseInto
@@ -116,17 +140,19 @@ func checkTracerKeys(doc []byte, under, source string) error {
 		}
 		top, prefix = inner, under+"."
 	}
-	var tracing map[string]json.RawMessage
-	if json.Unmarshal(top["tracing"], &tracing) != nil {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(top["tracing"], &keys) != nil {
 		return nil
 	}
-	md, err := meshapi.Descriptor(tracingName)
-	if err != nil {
-		return err
+	if tracing == nil {
+		var err error
+		if tracing, err = meshapi.Descriptor(tracingName); err != nil {
+			return err
+		}
 	}
-	known := md.Fields()
+	known := tracing.Fields()
 	var unknown []string
-	for k := range tracing {
+	for k := range keys {
 		if known.ByJSONName(k) == nil && known.ByName(protoreflectName(k)) == nil {
 			unknown = append(unknown, prefix+"tracing."+k)
 		}

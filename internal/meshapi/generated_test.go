@@ -27,8 +27,10 @@ func TestGeneratedCurrent(t *testing.T) {
 			t.Errorf("%s is stale: run go generate ./internal/meshapi", name)
 		}
 	}
-	if !bytes.Equal(gunzip(t, meshDescriptors), gunzip(t, files[meshgen.DescFile])) {
-		t.Errorf("%s is stale: run go generate ./internal/meshapi", meshgen.DescFile)
+	for name, embedded := range map[string][]byte{meshgen.DescFile: meshDescriptors, meshgen.ProxyDescFile: proxyDescriptors} {
+		if !bytes.Equal(gunzip(t, embedded), gunzip(t, files[name])) {
+			t.Errorf("%s is stale: run go generate ./internal/meshapi", name)
+		}
 	}
 }
 

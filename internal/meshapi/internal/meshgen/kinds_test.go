@@ -218,7 +218,7 @@ func TestJSONWriterAllKinds(t *testing.T) {
 	})
 	pkg := filepath.Join(tmp, "internal/meshapi")
 	copyDir(t, filepath.Join(root, "internal/meshapi"), pkg, func(n string) bool {
-		return n == "random_test.go" || n == DescFile ||
+		return n == "random_test.go" || n == DescFile || n == ProxyDescFile ||
 			strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") && !strings.HasSuffix(n, ".gen.go")
 	})
 	for name, b := range map[string][]byte{GoFile: types, JSONFile: writer, "kinds.pb": raw, "kinds_check_test.go": []byte(kindsCheck)} {

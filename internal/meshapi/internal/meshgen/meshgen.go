@@ -1,7 +1,7 @@
 // Package meshgen generates internal/meshapi from istio.io/api: plain Go types for ProxyConfig's
 // closure, shaped as protoc-gen-go shapes them (so bootstrap templates written for Istio read the
-// same fields), and the trimmed descriptor set of MeshConfig and ProxyConfig that meshapi parses
-// with. Only the generator and tests link it (and through it istio.io/api); pilot-agent does not.
+// same fields), and the trimmed descriptor sets of MeshConfig and of ProxyConfig that meshapi
+// parses with. Only the generator and tests link it (and through it istio.io/api); pilot-agent does not.
 package meshgen
 
 import (
@@ -21,6 +21,9 @@ const (
 	GoFile   = "types.gen.go"
 	JSONFile = "protojson.gen.go"
 	DescFile = "mesh.pb.gz"
+	// ProxyDescFile is ProxyConfig's closure alone: what the agent builds at start when no mesh
+	// file is given (about half of DescFile; MeshConfig's own file is the other half).
+	ProxyDescFile = "proxy.pb.gz"
 )
 
 // Build returns the generated files by name.
@@ -43,7 +46,11 @@ func Build() (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{GoFile: src, JSONFile: js, DescFile: desc}, nil
+	proxyDesc, err := descriptorSet(pc)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{GoFile: src, JSONFile: js, DescFile: desc, ProxyDescFile: proxyDesc}, nil
 }
 
 // hasJSONShim says whether istio.io/api's Go type for name has the MarshalJSON its
