@@ -1,6 +1,6 @@
 // Package meshapi holds Istio's ProxyConfig (istio.mesh.v1alpha1.ProxyConfig and every type it
 // reaches) as plain Go types, and parses ProxyConfig and MeshConfig documents with dynamic
-// messages built from an embedded descriptor set, so that pilot-agent links none of istio.io/api's
+// messages built from embedded descriptor sets (ProxyConfig's closure, and MeshConfig's), so that pilot-agent links none of istio.io/api's
 // generated packages (their raw descriptors, registration at init, and the networking API they
 // drag in).
 //
@@ -12,7 +12,7 @@
 // needs no descriptors: protojson.gen.go holds a generated writer of protojson's bytes
 // (MarshalProtoJSON, AppendProtoJSON), so the bootstrap's PROXY_CONFIG costs no descriptor build.
 //
-// types.gen.go, protojson.gen.go and mesh.pb.gz are generated from the istio.io/api in go.mod by
+// types.gen.go, protojson.gen.go, mesh.pb.gz and proxy.pb.gz are generated from the istio.io/api in go.mod by
 // `go generate ./internal/meshapi`; TestGeneratedCurrent fails when they are stale.
 package meshapi
 
