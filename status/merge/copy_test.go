@@ -20,7 +20,7 @@ func refCopy(body []byte, limit int64, om bool) (string, bool) {
 			if int64(off) > limit {
 				break
 			}
-			if strings.HasSuffix(l, "\n") && strings.TrimRight(l, "\r\n") == "# EOF" {
+			if strings.HasSuffix(l, "\n") && refIsEOF(l) {
 				return refCopyAll(body[:off-len(l)]), false
 			}
 		}
@@ -40,7 +40,7 @@ func refCopy(body []byte, limit int64, om bool) (string, bool) {
 		if l == "" {
 			continue
 		}
-		if om && strings.TrimRight(l, "\r\n") == "# EOF" && (strings.HasSuffix(l, "\n") || !cut) {
+		if om && refIsEOF(l) && (strings.HasSuffix(l, "\n") || !cut) {
 			break
 		}
 		out.WriteString(l)
@@ -52,6 +52,12 @@ func refCopy(body []byte, limit int64, om bool) (string, bool) {
 }
 
 // refCopyAll is every line of body, each ended by a newline.
+// refIsEOF: the line (with its newline, if any) is OpenMetrics' "# EOF", ended by LF or CRLF. One
+// CR only: "# EOF\r\r" is another line (FuzzCopyLines found the reference taking any number).
+func refIsEOF(l string) bool {
+	return strings.TrimSuffix(strings.TrimSuffix(l, "\n"), "\r") == "# EOF"
+}
+
 func refCopyAll(body []byte) string {
 	var out strings.Builder
 	for _, l := range strings.SplitAfter(string(body), "\n") {
@@ -79,6 +85,8 @@ func TestCopyLines(t *testing.T) {
 		{"a 1\n# EOF\n", 100, true, "a 1\n", false},
 		{"a 1\n# EOF", 100, true, "a 1\n", false},
 		{"a 1\n# EOF\r\n", 100, true, "a 1\n", false},
+		{"a 1\n# EOF\r\r\nb 2\n", 100, true, "a 1\n# EOF\r\r\nb 2\n", false},
+		{"# EOF\r\r", 100, true, "# EOF\r\r\n", false},
 		{"a 1\n# EOF\n", 100, false, "a 1\n# EOF\n", false},
 		{"a 1\n# EOFx\n# EOF\nafter 1\n", 100, true, "a 1\n# EOFx\n", false},
 		{"x # EOF\n", 100, true, "x # EOF\n", false},
