@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/wingman-mesh/wingman/internal/jsonstr"
 )
 
 // jsonWriter appends JSON to a byte slice without reflection, byte for byte as encoding/json's
@@ -172,8 +174,6 @@ func (w *jsonWriter) float(f float64, bits int) {
 	}
 }
 
-const hexDigits = "0123456789abcdef"
-
 // str writes s as a JSON string the way encoding/json does with HTML escaping on: ", \ and
 // control characters escaped (\b \f \n \r \t short, the rest \u00XX), <, > and & as \u003c
 // \u003e \u0026, U+2028 and U+2029 as \u2028 \u2029, and invalid UTF-8 as \ufffd.
@@ -188,22 +188,7 @@ func (w *jsonWriter) str(s string) {
 				continue
 			}
 			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
+			b = jsonstr.AppendEscapedASCII(b, c)
 			i++
 			start = i
 			continue
@@ -215,7 +200,7 @@ func (w *jsonWriter) str(s string) {
 			b = append(b, `\ufffd`...)
 		case r == '\u2028' || r == '\u2029':
 			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			b = jsonstr.AppendLineSeparator(b, byte(r&0xf))
 		default:
 			i += size
 			continue
@@ -263,10 +248,10 @@ func (w *jsonWriter) raw(v []byte) {
 			case c == '"':
 				inString = false
 			case c == '<' || c == '>' || c == '&':
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+				b = jsonstr.AppendEscapedASCII(b, c)
 				continue
 			case c == 0xE2 && i+2 < len(v) && v[i+1] == 0x80 && v[i+2]&^1 == 0xA8: // U+2028, U+2029
-				b = append(b, '\\', 'u', '2', '0', '2', hexDigits[v[i+2]&0xf])
+				b = jsonstr.AppendLineSeparator(b, v[i+2]&0xf)
 				i += 2
 				continue
 			}

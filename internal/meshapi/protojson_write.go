@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/wingman-mesh/wingman/internal/jsonstr"
 )
 
 // The helpers of the generated appendProtoJSON methods (protojson.gen.go). Each writes one value
@@ -255,8 +257,6 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 	return keys
 }
 
-const lowerHex = "0123456789abcdef"
-
 var (
 	errInvalidUTF8   = errors.New("string holds invalid UTF-8")
 	errDurationSigns = errors.New("google.protobuf.Duration: signs of seconds and nanos do not match")
@@ -283,22 +283,7 @@ func appendJSONString(b []byte, s string) ([]byte, error) {
 			continue
 		}
 		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\f':
-			b = append(b, '\\', 'f')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xf])
-		}
+		b = jsonstr.AppendEscapedASCII(b, c)
 		i++
 		start = i
 	}

@@ -213,9 +213,11 @@ func TestJSONWriterAllKinds(t *testing.T) {
 	root := "../../../.." // the module's
 	tmp := t.TempDir()
 	copyFiles(t, root, tmp, "go.mod", "go.sum")
-	copyDir(t, filepath.Join(root, "internal/lazydesc"), filepath.Join(tmp, "internal/lazydesc"), func(n string) bool {
-		return strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go")
-	})
+	for _, dep := range []string{"internal/lazydesc", "internal/jsonstr"} { // what meshapi imports of this module
+		copyDir(t, filepath.Join(root, dep), filepath.Join(tmp, dep), func(n string) bool {
+			return strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go")
+		})
+	}
 	pkg := filepath.Join(tmp, "internal/meshapi")
 	copyDir(t, filepath.Join(root, "internal/meshapi"), pkg, func(n string) bool {
 		return n == "random_test.go" || n == DescFile || n == ProxyDescFile ||
