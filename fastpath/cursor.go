@@ -119,8 +119,19 @@ func (c *Cursor) Skip(n int) error {
 	return nil
 }
 
+// Field number bounds, as protobuf-go decodes: a message's own fields go up to 2^29-1; a key
+// inside a skipped group is read as an unknown field's, which it accepts up to MaxInt32.
+const (
+	maxField      = 1<<29 - 1
+	maxGroupField = 1<<31 - 1
+)
+
 // Next reads a field key. It returns the field number and wire type; done is true at the end.
 func (c *Cursor) Next() (field int, wt int, done bool, err error) {
+	return c.next(maxField)
+}
+
+func (c *Cursor) next(limit uint64) (field int, wt int, done bool, err error) {
 	if c.left == 0 {
 		return 0, 0, true, nil
 	}
@@ -129,7 +140,7 @@ func (c *Cursor) Next() (field int, wt int, done bool, err error) {
 		return 0, 0, false, err
 	}
 	field, wt = int(k>>3), int(k&7)
-	if field <= 0 || k>>3 > 1<<29-1 {
+	if field <= 0 || k>>3 > limit {
 		return 0, 0, false, fmt.Errorf("fastpath: invalid field number %d", k>>3)
 	}
 	return field, wt, false, nil
@@ -174,7 +185,7 @@ func (c *Cursor) SkipValue(wt int) error {
 func (c *Cursor) skipGroup() error {
 	depth := 1
 	for depth > 0 {
-		_, wt, done, err := c.Next()
+		_, wt, done, err := c.next(maxGroupField)
 		if err != nil {
 			return err
 		}

@@ -293,7 +293,11 @@ func (s *ResponseScanner) varint(b []byte) ([]byte, bool, error) {
 // key dispatches on a field key just read.
 func (s *ResponseScanner) key(k uint64) {
 	f, wt := k>>3, int(k&7)
-	if f == 0 || f > 1<<29-1 {
+	limit := uint64(maxField)
+	if s.group > 0 {
+		limit = maxGroupField // a key inside a skipped group, as Cursor.skipGroup reads it
+	}
+	if f == 0 || f > limit {
 		s.bad(fmt.Errorf("fastpath: invalid field number %d", f))
 		return
 	}
