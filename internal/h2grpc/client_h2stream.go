@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -16,8 +17,9 @@ import (
 // its receive buffer (under mu), filled by the reader goroutine and drained by the stream's
 // receiver.
 type h2stream struct {
-	cc *clientConn
-	id uint32
+	cc       *clientConn
+	id       uint32
+	deadline time.Time // the call's context deadline; zero: none
 
 	// guarded by cc.mu
 	sendWin   int64
@@ -318,6 +320,7 @@ func (cc *clientConn) open(ctx context.Context, scheme, path string, fields [][2
 		notify:  make(chan struct{}, 1),
 		recvWin: int64(cc.cfg.StreamWindow),
 	}
+	s.deadline, _ = ctx.Deadline()
 	cc.nextID += 2
 	cc.streams[s.id] = s
 	frameSize := cc.frameSize

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
@@ -89,7 +90,13 @@ func (cc *clientConn) handle(f http2.Frame) error {
 		cc.unlockWriteReader(err)
 	case *http2.RSTStreamFrame:
 		if s := cc.stream(f.StreamID); s != nil {
-			cc.remoteReset(s, status.Errorf(rstCode(uint32(f.ErrCode)), "h2grpc: stream reset by the server (HTTP/2 %v)", f.ErrCode))
+			code := rstCode(uint32(f.ErrCode))
+			if code == codes.Canceled && !s.deadline.IsZero() && !s.deadline.After(time.Now()) {
+				// The server cancels a call whose deadline (our grpc-timeout) passed, often just
+				// before our own timer fires: the cause is the deadline, as grpc-go reports it.
+				code = codes.DeadlineExceeded
+			}
+			cc.remoteReset(s, status.Errorf(code, "h2grpc: stream reset by the server (HTTP/2 %v)", f.ErrCode))
 		} else if cc.idle(f.StreamID) {
 			return connProtocolError{http2.ErrCodeProtocol, "RST_STREAM on an idle stream"}
 		}
