@@ -62,7 +62,7 @@ func TestGateAllocBudget(t *testing.T) {
 	}
 }
 
-// Measured 2026-12-03 08:45, after internal/h2grpc borrows its 64 KiB buffers from a free list
+// Measured 2026-12-03 08:45, after transport/h2grpc borrows its 64 KiB buffers from a free list
 // (connbuf.go), the proxy's own counts in a child process, the least of three rounds, four runs:
 // 1 MiB push 20.8-21.9 allocs, 4 MiB push 21.3-22.4: flat in the message's size as in its
 // resources, and a 25% regression (26.9) fails both budgets. Bytes move with buffer refills after

@@ -237,7 +237,7 @@ func runMiddle(kind string) int {
 
 // pump accepts Unix connections and copies bytes between each and its own TLS connection to
 // upstream, both ways, with one 256 KiB buffer per direction (larger than the 64 KiB
-// internal/h2grpc's connections borrow while data flows: the floor is not handicapped).
+// transport/h2grpc's connections borrow while data flows: the floor is not handicapped).
 func pump(ctx context.Context, l net.Listener, upstream string, cfg *tls.Config) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()

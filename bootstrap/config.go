@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // NodeType is the first field of the node id.

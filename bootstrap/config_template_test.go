@@ -6,7 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // TestConfigTemplateMatchesIstio: a custom bootstrap template reads .config, which Istio's agent

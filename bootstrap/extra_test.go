@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/wingman-mesh/wingman/bootstrap/envoyproto"
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 func TestCustomTemplate(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // Random values for the writer's differential tests. Reflection is fine here: it only builds

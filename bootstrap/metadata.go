@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 const (

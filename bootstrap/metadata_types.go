@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // StringBool is a bool encoded as the JSON string "true"/"false", as Istiod expects.

@@ -3,7 +3,7 @@ package bootstrap
 import (
 	"strings"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 const canonicalNameLabel = "service.istio.io/canonical-name"

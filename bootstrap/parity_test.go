@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/wingman-mesh/wingman/bootstrap/envoyproto"
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // parityCases are the input sets of TestTemplateParity: the golden cases plus one per feature.

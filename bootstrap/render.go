@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // Render produces the Envoy bootstrap JSON for cfg (Istio's default template, as typed values).

@@ -12,7 +12,7 @@ import (
 
 	"github.com/wingman-mesh/wingman/bootstrap/envoyproto"
 	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.json")

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 func (st *state) logger() *slog.Logger {

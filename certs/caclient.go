@@ -12,15 +12,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/wingman-mesh/wingman/internal/h2grpc"
-	"github.com/wingman-mesh/wingman/internal/istiod"
+	"github.com/wingman-mesh/wingman/transport/h2grpc"
+	"github.com/wingman-mesh/wingman/transport/istiod"
 )
 
 // caMethod is the Istio CA's one method (istio.io/api security/v1alpha1/ca.proto: package
 // istio.v1.auth, service IstioCertificateService, rpc CreateCertificate).
 const caMethod = "/istio.v1.auth.IstioCertificateService/CreateCertificate"
 
-// caClient calls istio.v1.auth.IstioCertificateService/CreateCertificate over internal/h2grpc:
+// caClient calls istio.v1.auth.IstioCertificateService/CreateCertificate over transport/h2grpc:
 // a stream with one request, one response and the trailers. cfg is immutable after newCAClient;
 // client is guarded by mu.
 type caClient struct {
@@ -188,7 +188,7 @@ func (c *caClient) close() {
 	}
 }
 
-// istiodConfig is how the CA is reached (internal/istiod: the plaintext rule, roots re-read when
+// istiodConfig is how the CA is reached (transport/istiod: the plaintext rule, roots re-read when
 // they change, the token per call, ClusterID and CA_HEADER_* metadata), with the PROV_CERT client
 // certificate loaded per handshake when present.
 func (c *caClient) istiodConfig() (istiod.Config, error) {

@@ -42,7 +42,7 @@ type Config struct {
 	GracePeriodRatioJitter float64       // [SECRET_GRACE_PERIOD_RATIO_JITTER] default 0.01
 
 	// CAAddr is the CA's host:port [CA_ADDR, default the discovery address]. Plaintext by
-	// internal/istiod's rule (port 15010). Empty means no CA: certificates only come from files.
+	// transport/istiod's rule (port 15010). Empty means no CA: certificates only come from files.
 	CAAddr string
 	// CARootPath is the PEM file of roots trusted for the CA, or SystemRoots [CA_ROOT_CA, resolved
 	// by cmd with Istio's search order; see CARootSearch]. Re-read when it changes.

@@ -8,13 +8,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/wingman-mesh/wingman/fastpath"
-	"github.com/wingman-mesh/wingman/internal/h2grpc"
+	"github.com/wingman-mesh/wingman/transport/h2grpc"
 )
 
 const sdsService = "/envoy.service.secret.v3.SecretDiscoveryService/"
 
 // sdsRoutes serve envoy.service.secret.v3.SecretDiscoveryService over encoded messages, on the
-// transport the xDS proxy uses (internal/h2grpc): StreamSecrets is the agent's; DeltaSecrets and
+// transport the xDS proxy uses (transport/h2grpc): StreamSecrets is the agent's; DeltaSecrets and
 // FetchSecrets answer Unimplemented with the messages generated servers give (FetchSecrets reads
 // its request first, as a generated server decodes it before calling the method).
 func (s *Server) sdsRoutes() map[string]h2grpc.Handler {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/wingman-mesh/wingman/internal/clock"
-	"github.com/wingman-mesh/wingman/internal/h2grpc"
 	"github.com/wingman-mesh/wingman/internal/unixsock"
+	"github.com/wingman-mesh/wingman/transport/h2grpc"
 )
 
 // secretSource is what the SDS server needs from the secret manager.

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/wingman-mesh/wingman/fastpath"
-	istiodc "github.com/wingman-mesh/wingman/internal/istiod" // mux tests declare an istiod stand-in
 	"github.com/wingman-mesh/wingman/internal/metric"
+	istiodc "github.com/wingman-mesh/wingman/transport/istiod" // mux tests declare an istiod stand-in
 )
 
 // Handler consumes the resources of one of the agent's own subscriptions (the Any.value bytes

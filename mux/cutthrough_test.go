@@ -14,12 +14,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/wingman-mesh/wingman/fastpath"
-	"github.com/wingman-mesh/wingman/internal/h2grpc"
+	"github.com/wingman-mesh/wingman/transport/h2grpc"
 )
 
 // pieceUpstream is an Istiod stand-in that can send a response in pieces, stop in the middle
 // of one, or send a malformed one: go-control-plane and grpc-go only send whole messages. It
-// speaks plaintext gRPC (internal/h2grpc's server, tested against grpc-go's client there).
+// speaks plaintext gRPC (transport/h2grpc's server, tested against grpc-go's client there).
 type pieceUpstream struct {
 	addr string
 }
@@ -39,7 +39,7 @@ func newPieceUpstream(t testing.TB, handle func(ss *h2grpc.ServerStream) error) 
 }
 
 // rawDownstream is a client on the proxy's socket that sees a response's bytes as they arrive
-// (internal/h2grpc's client), where a gRPC client only returns whole messages.
+// (transport/h2grpc's client), where a gRPC client only returns whole messages.
 func rawDownstream(t testing.TB, ctx context.Context, sock string, delta bool) *h2grpc.ClientStream {
 	c, err := h2grpc.NewClient(h2grpc.ClientConfig{Address: "localhost:80", MaxRecvMsgBytes: 64 << 20,
 		Dial: func(ctx context.Context) (net.Conn, error) {

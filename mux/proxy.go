@@ -10,8 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/wingman-mesh/wingman/internal/h2grpc"
 	"github.com/wingman-mesh/wingman/internal/unixsock"
+	"github.com/wingman-mesh/wingman/transport/h2grpc"
 )
 
 // Proxy is the xDS proxy. Create it with New, serve with Run.

@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/grpc/mem"
 
-	"github.com/wingman-mesh/wingman/internal/h2grpc"
-	istiodc "github.com/wingman-mesh/wingman/internal/istiod" // mux tests declare an istiod stand-in
+	"github.com/wingman-mesh/wingman/transport/h2grpc"
+	istiodc "github.com/wingman-mesh/wingman/transport/istiod" // mux tests declare an istiod stand-in
 )
 
 const (
@@ -31,8 +31,8 @@ type opener interface {
 }
 
 // h2Upstream is the one connection to Istiod: gRPC over our own framing on net/http's HTTP/2
-// (internal/h2grpc), since gRPC's own client hands over only whole messages. It has the TLS
-// policy and per-call metadata of internal/istiod. Immutable after dialUpstream.
+// (transport/h2grpc), since gRPC's own client hands over only whole messages. It has the TLS
+// policy and per-call metadata of transport/istiod. Immutable after dialUpstream.
 type h2Upstream struct {
 	c *h2grpc.Client
 }

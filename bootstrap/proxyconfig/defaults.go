@@ -5,7 +5,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // Defaults Istio applies when nothing else is said (pkg/config/mesh DefaultProxyConfig).

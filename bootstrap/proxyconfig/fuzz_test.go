@@ -8,7 +8,7 @@ import (
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // FuzzProxyConfig feeds outside bytes (PROXY_CONFIG, the annotation, the mesh file) through every

@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // Annotation names that change the ProxyConfig (istio.io/api/annotation).

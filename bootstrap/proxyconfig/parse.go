@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"sigs.k8s.io/yaml"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // ParseProxyConfig parses one ProxyConfig document (YAML or JSON). Like Istio, a field this build

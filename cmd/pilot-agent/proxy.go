@@ -19,7 +19,7 @@ import (
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/node"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/platform"
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 	"github.com/wingman-mesh/wingman/supervisor"
 )
 
@@ -283,7 +283,6 @@ func buildParts(a *agent, sio stdio) (parts, error) {
 		}
 		p.services = append(p.services, lifecycle.Service{Name: "envoy", Start: start, Run: p.envoy.Run})
 	}
-	p.services = append(p.services, trimService(a.log)) // last: once start-up is over
 	return p, nil
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/wingman-mesh/wingman/certs"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
-	"github.com/wingman-mesh/wingman/internal/istiod"
+	"github.com/wingman-mesh/wingman/transport/istiod"
 )
 
 // TestRootFilesAsIstio: the root certificate files and server name used for istiod and the CA

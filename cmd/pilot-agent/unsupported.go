@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // unsupported refuses, before anything starts, the settings Istio's agent acts on and Wingman

@@ -6,7 +6,7 @@ import (
 
 	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // TestUnsupportedSettingsRefused: every setting docs/compat.md marks "refused" fails the start

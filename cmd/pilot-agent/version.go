@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
 // Set with -ldflags "-X main.istioVersion=... -X main.version=... -X main.gitRevision=... -X main.gitTag=..."

@@ -20,13 +20,13 @@ import (
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
 	"github.com/wingman-mesh/wingman/dns"
 	"github.com/wingman-mesh/wingman/fastpath"
-	"github.com/wingman-mesh/wingman/internal/istiod"
-	"github.com/wingman-mesh/wingman/internal/meshapi"
 	"github.com/wingman-mesh/wingman/internal/metric"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 	"github.com/wingman-mesh/wingman/mux"
 	"github.com/wingman-mesh/wingman/status"
 	"github.com/wingman-mesh/wingman/status/health"
 	"github.com/wingman-mesh/wingman/supervisor"
+	"github.com/wingman-mesh/wingman/transport/istiod"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
-	"github.com/wingman-mesh/wingman/internal/meshapi"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 	"github.com/wingman-mesh/wingman/mux"
 	"github.com/wingman-mesh/wingman/status/health"
 )

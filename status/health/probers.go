@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/wingman-mesh/wingman/internal/h2grpc"
+	"github.com/wingman-mesh/wingman/transport/h2grpc"
 )
 
 // Header is one HTTP request header of an HTTP probe.

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/wingman-mesh/wingman/internal/h2grpc"
+	"github.com/wingman-mesh/wingman/transport/h2grpc"
 )
 
 // grpcProbe runs one grpc action: grpc.health.v1.Health/Check over plaintext HTTP/2 on a fresh

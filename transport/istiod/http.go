@@ -6,7 +6,7 @@ import (
 	"net/http"
 )
 
-// TLSConfig is the TLS policy of cfg for a client that speaks HTTP/2 itself (internal/h2grpc:
+// TLSConfig is the TLS policy of cfg for a client that speaks HTTP/2 itself (transport/h2grpc:
 // the xDS proxy's upstream, the CA client): the roots re-read when they change, the server
 // name, the client certificate and the compliance rules, with ALPN h2. It is nil when cfg is
 // plaintext, and an error when the roots cannot be read now.

@@ -218,8 +218,8 @@ func TestJSONWriterAllKinds(t *testing.T) {
 			return strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go")
 		})
 	}
-	pkg := filepath.Join(tmp, "internal/meshapi")
-	copyDir(t, filepath.Join(root, "internal/meshapi"), pkg, func(n string) bool {
+	pkg := filepath.Join(tmp, "meshconfig/meshapi")
+	copyDir(t, filepath.Join(root, "meshconfig/meshapi"), pkg, func(n string) bool {
 		return n == "random_test.go" || n == DescFile || n == ProxyDescFile ||
 			strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") && !strings.HasSuffix(n, ".gen.go")
 	})
@@ -228,7 +228,7 @@ func TestJSONWriterAllKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command("go", "test", "-count=1", "./internal/meshapi")
+	cmd := exec.Command("go", "test", "-count=1", "./meshconfig/meshapi")
 	cmd.Dir = tmp
 	out, err := cmd.CombinedOutput()
 	if err != nil {

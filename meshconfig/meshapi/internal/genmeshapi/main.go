@@ -1,4 +1,4 @@
-// Command genmeshapi writes internal/meshapi's generated files (run by go generate there):
+// Command genmeshapi writes meshconfig/meshapi's generated files (run by go generate there):
 // genmeshapi DIR.
 package main
 
@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi/internal/meshgen"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi/internal/meshgen"
 )
 
 func main() {

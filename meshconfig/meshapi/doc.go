@@ -13,7 +13,7 @@
 // (MarshalProtoJSON, AppendProtoJSON), so the bootstrap's PROXY_CONFIG costs no descriptor build.
 //
 // types.gen.go, protojson.gen.go, mesh.pb.gz and proxy.pb.gz are generated from the istio.io/api in go.mod by
-// `go generate ./internal/meshapi`; TestGeneratedCurrent fails when they are stale.
+// `go generate ./meshconfig/meshapi`; TestGeneratedCurrent fails when they are stale.
 package meshapi
 
 //go:generate go run ./internal/genmeshapi .

@@ -7,11 +7,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/wingman-mesh/wingman/internal/meshapi/internal/meshgen"
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi/internal/meshgen"
 )
 
 // TestGeneratedCurrent regenerates from the istio.io/api in go.mod and compares with the committed
-// files: run `go generate ./internal/meshapi` when it fails. The descriptor set is compared
+// files: run `go generate ./meshconfig/meshapi` when it fails. The descriptor set is compared
 // uncompressed (gzip's bytes may change with the Go release).
 func TestGeneratedCurrent(t *testing.T) {
 	files, err := meshgen.Build()
@@ -24,12 +24,12 @@ func TestGeneratedCurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(src, files[name]) {
-			t.Errorf("%s is stale: run go generate ./internal/meshapi", name)
+			t.Errorf("%s is stale: run go generate ./meshconfig/meshapi", name)
 		}
 	}
 	for name, embedded := range map[string][]byte{meshgen.DescFile: meshDescriptors, meshgen.ProxyDescFile: proxyDescriptors} {
 		if !bytes.Equal(gunzip(t, embedded), gunzip(t, files[name])) {
-			t.Errorf("%s is stale: run go generate ./internal/meshapi", name)
+			t.Errorf("%s is stale: run go generate ./meshconfig/meshapi", name)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-// Package meshgen generates internal/meshapi from istio.io/api: plain Go types for ProxyConfig's
+// Package meshgen generates meshconfig/meshapi from istio.io/api: plain Go types for ProxyConfig's
 // closure, shaped as protoc-gen-go shapes them (so bootstrap templates written for Istio read the
 // same fields), and the trimmed descriptor sets of MeshConfig and of ProxyConfig that meshapi
 // parses with. Only the generator and tests link it (and through it istio.io/api); pilot-agent does not.
@@ -16,7 +16,7 @@ import (
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 )
 
-// Output file names, in internal/meshapi.
+// Output file names, in meshconfig/meshapi.
 const (
 	GoFile   = "types.gen.go"
 	JSONFile = "protojson.gen.go"

@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/wingman-mesh/wingman/internal/h2grpc"
+	"github.com/wingman-mesh/wingman/transport/h2grpc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -91,7 +91,7 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // TestMetadataPerCall: through the policy's TLS config and stream header, an HTTP/2 gRPC client
-// (internal/h2grpc, as the CA client and the xDS upstream use it) reaches a real grpc-go server
+// (transport/h2grpc, as the CA client and the xDS upstream use it) reaches a real grpc-go server
 // over TLS and in plaintext; the token is read on every call (a change is seen by the next
 // call, a missing file sends no header), ClusterID and the caller's headers go on unary and
 // streaming calls alike.
