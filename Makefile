@@ -12,19 +12,25 @@ ISTIO_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' istio.io/api 2>/dev/nul
 VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 VERSION_LDFLAGS = -X main.istioVersion=$(ISTIO_VERSION) -X main.version=$(VERSION)
 
-.PHONY: all build test vet unit race gate fuzz fuzz-long bench lint demo perf perf-gate perf-gate-short pprof clean
+.PHONY: all setup build test vet unit race gate fuzz fuzz-long bench lint demo perf perf-gate perf-gate-short pprof clean
 
 all: build
+
+# What the tests need on a fresh machine with Go (scripts/setup.sh says what it checks).
+setup:
+	scripts/setup.sh
 
 build:
 	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags='-s -w $(VERSION_LDFLAGS)' -o $(BIN) ./cmd/pilot-agent
 
-# The README's test command: vet, every test under the race detector, the gates, every fuzz
-# target briefly. Each step says what it does before it starts (compiling is silent otherwise)
-# and the run ends with one summary line.
+# The README's test command: set-up (installs what the tests need), vet, every test under the race
+# detector, the gates, every fuzz target briefly. Each step says what it does before it starts
+# (compiling is silent otherwise); the first failing step ends the run, and the run ends with one
+# summary line.
 test:
-	@start=$$(date +%s); for s in lint race gate fuzz; do \
+	@start=$$(date +%s); for s in setup lint race gate fuzz; do \
 	  case $$s in \
+	    setup) what="Go version, module download, Debian packages and namespaces for capture's tests (scripts/setup.sh)";; \
 	    lint) what="go vet ./... and gofmt (compiles every package first: minutes on a cold cache)";; \
 	    race) what="every test under the race detector (compiles again with -race; one line per package)";; \
 	    gate) what="allocation, heap and same-run ratio gates (go test -run Gate ./...)";; \
@@ -35,7 +41,7 @@ test:
 	    echo "make test: FAILED at step $$s after $$(( $$(date +%s) - start ))s"; exit 1; \
 	  fi; \
 	done; \
-	echo "make test: PASS (lint, race, gate, fuzz) in $$(( $$(date +%s) - start ))s"
+	echo "make test: PASS (setup, lint, race, gate, fuzz) in $$(( $$(date +%s) - start ))s"
 
 vet:
 	$(GO) vet ./...
