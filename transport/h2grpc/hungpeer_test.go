@@ -196,20 +196,8 @@ func TestClientStreamWindowBoundsUnread(t *testing.T) {
 			defer s.Close()
 			// Read nothing; wait until the server has used up the window, then for the
 			// client's answer to a PING sent behind the last DATA.
-			for !tap.pingIfStalled() {
-				select {
-				case <-tap.changed:
-				case <-ctx.Done():
-					t.Fatalf("the server never stalled on flow control: %s", tap)
-				}
-			}
-			select {
-			case <-tap.pingAcked:
-			case <-ctx.Done():
-				t.Fatalf("the client never answered the PING sent after the stall: %s", tap)
-			}
-			if !tap.stalled() {
-				t.Fatalf("the client granted more window to a stream nobody read: %s", tap)
+			if err := tap.awaitStall(ctx); err != nil {
+				t.Fatal(err)
 			}
 			got := tap.dataSent()
 			t.Logf("%d KiB on the wire unread with window %d (%s)", got>>10, tc.window, tap)
@@ -228,10 +216,9 @@ func TestClientStreamWindowBoundsUnread(t *testing.T) {
 type windowTap struct {
 	wg sync.WaitGroup
 
-	// changed is signalled (without blocking) after each frame forwarded; pingAcked is closed
-	// when the client acknowledges the tap's own PING (the ACK is not forwarded).
-	changed   chan struct{}
-	pingAcked chan struct{}
+	// changed is signalled (without blocking) after each frame forwarded and each of the
+	// tap's own PINGs acknowledged.
+	changed chan struct{}
 
 	mu sync.Mutex
 	// Guarded by mu: the connections, the account, and writes to the client (so that a PING
@@ -243,14 +230,16 @@ type windowTap struct {
 	grants     map[uint32]int64 // WINDOW_UPDATE increments per stream
 	data       map[uint32]int64 // DATA payload (padding included) per stream
 	stream     uint32           // the first stream the client opened
-	pinged     bool
+	pings      uint32           // the tap's PINGs sent (numbered from 1)
+	acked      uint32           // the last of them the client acknowledged (not forwarded)
 }
 
-// tapPing is the payload of the tap's PING, unlike any the peers send.
-var tapPing = [8]byte{'w', 'i', 'n', 'd', 'o', 'w', 't', 'p'}
+// tapPingMark begins the payload of the tap's PINGs (a 4-byte number follows), unlike any the
+// peers send.
+const tapPingMark = "wtap"
 
 func startWindowTap(t *testing.T, l net.Listener, target func() (net.Conn, error)) *windowTap {
-	tap := &windowTap{changed: make(chan struct{}, 1), pingAcked: make(chan struct{}),
+	tap := &windowTap{changed: make(chan struct{}, 1),
 		streamInit: 65535, connGrant: 65535, grants: map[uint32]int64{}, data: map[uint32]int64{}}
 	tap.wg.Add(1)
 	go func() {
@@ -315,13 +304,14 @@ func (tap *windowTap) pump(dst, src net.Conn, up bool) {
 		if _, err := io.ReadFull(src, payload); err != nil {
 			return
 		}
-		if up && typ == http2.FramePing && flags.Has(http2.FlagPingAck) && [8]byte(payload) == tapPing {
-			close(tap.pingAcked)
-			continue
-		}
+		var err error
 		tap.mu.Lock()
-		tap.account(up, typ, flags, id, payload)
-		_, err := dst.Write(append(hdr[:9:9], payload...))
+		if up && typ == http2.FramePing && flags.Has(http2.FlagPingAck) && string(payload[:4]) == tapPingMark {
+			tap.acked = binary.BigEndian.Uint32(payload[4:])
+		} else {
+			tap.account(up, typ, flags, id, payload)
+			_, err = dst.Write(append(hdr[:9:9], payload...))
+		}
 		tap.mu.Unlock()
 		if err != nil {
 			return
@@ -375,23 +365,40 @@ func (tap *windowTap) stalled() bool {
 	return tap.stalledLocked()
 }
 
-// pingIfStalled writes the tap's PING to the client, between two frames, once the server has
-// stalled; it reports whether the PING is (or was already) sent.
-func (tap *windowTap) pingIfStalled() bool {
-	tap.mu.Lock()
-	defer tap.mu.Unlock()
-	if tap.pinged {
-		return true
+// awaitStall waits until the server has stalled on flow control for good: it has sent all the
+// window granted, and the client, having answered a PING written behind that DATA, granted
+// nothing more in reaction to it.
+func (tap *windowTap) awaitStall(ctx context.Context) error {
+	var seq uint32
+	for {
+		tap.mu.Lock()
+		stalled := tap.stalledLocked()
+		if seq == 0 && stalled {
+			tap.pings++
+			seq = tap.pings
+			ping := binary.BigEndian.AppendUint32(append([]byte{0, 0, 8, byte(http2.FramePing), 0, 0, 0, 0, 0}, tapPingMark...), seq)
+			if _, err := tap.client.Write(ping); err != nil {
+				tap.mu.Unlock()
+				return fmt.Errorf("writing the PING: %w", err)
+			}
+		}
+		acked := seq != 0 && tap.acked >= seq
+		tap.mu.Unlock()
+		if acked {
+			if !stalled {
+				return fmt.Errorf("the client granted more window to a stream nobody read: %s", tap)
+			}
+			return nil
+		}
+		select {
+		case <-tap.changed:
+		case <-ctx.Done():
+			if seq == 0 {
+				return fmt.Errorf("the server never stalled on flow control: %s", tap)
+			}
+			return fmt.Errorf("the client never answered the PING sent after the stall: %s", tap)
+		}
 	}
-	if !tap.stalledLocked() {
-		return false
-	}
-	ping := append([]byte{0, 0, 8, byte(http2.FramePing), 0, 0, 0, 0, 0}, tapPing[:]...)
-	if _, err := tap.client.Write(ping); err != nil {
-		return false
-	}
-	tap.pinged = true
-	return true
 }
 
 func (tap *windowTap) dataSent() int64 {
