@@ -92,15 +92,18 @@ func (f *freezer) pump(dst, src net.Conn) {
 
 // TestClientKeepalive: with KeepaliveTime set, a connection whose server stops answering is
 // closed after KeepaliveTimeout and its streams end Unavailable (unwired, the stream would
-// wait for the test's 60 s deadline and end DeadlineExceeded).
+// wait for the test's 60 s deadline and end DeadlineExceeded). The timeout is 10 s: a live
+// server on a loaded machine may take far longer than 100 ms to answer a ping sent before the
+// freeze, and the test must not take that for a hang.
 func TestClientKeepalive(t *testing.T) {
+	t.Parallel() // each waits out its 10 s keepalive timeout
 	p := startGRPCPeer(t, false)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := startFreezer(t, l, func() (net.Conn, error) { return net.Dial("tcp", p.addr) })
-	c := newTestClientConfig(t, ClientConfig{Address: l.Addr().String(), KeepaliveTime: 100 * time.Millisecond, KeepaliveTimeout: 100 * time.Millisecond}, nil)
+	c := newTestClientConfig(t, ClientConfig{Address: l.Addr().String(), KeepaliveTime: 100 * time.Millisecond, KeepaliveTimeout: 10 * time.Second}, nil)
 	s, err := c.Open(testCtx(t), testMethod)
 	if err != nil {
 		t.Fatal(err)
@@ -122,10 +125,11 @@ func TestClientKeepalive(t *testing.T) {
 }
 
 // TestServerKeepalive: the server's pings find a client that stopped answering; the
-// handler's context ends.
+// handler's context ends. A 10 s timeout, as in TestClientKeepalive.
 func TestServerKeepalive(t *testing.T) {
+	t.Parallel() // each waits out its 10 s keepalive timeout
 	ended := make(chan error, 1)
-	_, path := startServer(t, ServerConfig{KeepaliveTime: 100 * time.Millisecond, KeepaliveTimeout: 100 * time.Millisecond}, map[string]Handler{testMethod: func(ss *ServerStream) error {
+	_, path := startServer(t, ServerConfig{KeepaliveTime: 100 * time.Millisecond, KeepaliveTimeout: 10 * time.Second}, map[string]Handler{testMethod: func(ss *ServerStream) error {
 		msg, err := ss.RecvMsg()
 		if err != nil {
 			return err
