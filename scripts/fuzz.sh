@@ -17,12 +17,19 @@
 # kilobytes: every input that finds new coverage is minimised first (Go tries removing every
 # byte range, O(n^2) runs, for up to -fuzzminimizetime), and while both workers minimise, no
 # execution is counted; or per-execution work such as key generation, goroutines or timers.
+# Minimising is bounded by a count, FUZZ_MINIMIZE (default 100x, -fuzzminimizetime), not 30 s:
+# with 30 s, one find early in a 30 s run could take a worker the whole run (FuzzRenderConfig,
+# whose input costs milliseconds, made 3,666 executions in 30 s with 30 s, 4,319 with 3 s and
+# 13,491 with 100x on the same loaded machine, and kept 75 inputs instead of 4). A failing input
+# is still written, minimised less; to minimise one further, run its target on it alone:
+# go test -run 'FuzzX/<file>' -fuzz 'FuzzX' -fuzzminimizetime 60s ./pkg.
 # A count (-fuzztime 1000x) is run as given, with no rate floor. The executions of every
 # target are listed at the end. FUZZ_ONLY, an extended regexp, runs only the targets whose
 # "./package Target" it matches.
 set -euo pipefail
 fuzztime=${1:-30s}
 min_per_30s=${FUZZ_MIN_EXECS:-10000}
+minimize=${FUZZ_MINIMIZE:-100x}
 cd "$(dirname "$0")/.."
 status=0
 count=0
@@ -76,7 +83,7 @@ while IFS= read -r file; do
 		count=$((count + 1))
 		for attempt in 1 2; do
 			echo "fuzz: $pkg $target ($fuzztime)"
-			if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 30s "$pkg" >"$out" 2>&1; then
+			if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimize" "$pkg" >"$out" 2>&1; then
 				cat "$out"
 				execs=$(grep -oE '^fuzz: elapsed: .*execs: [0-9]+' "$out" | tail -1 | grep -oE '[0-9]+$' || true)
 				execs=${execs:-0}
