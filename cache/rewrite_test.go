@@ -287,7 +287,12 @@ func TestRewriteCancelled(t *testing.T) {
 	srv := newModuleServer(t)
 	release := make(chan struct{})
 	defer close(release)
+	arrived := make(chan struct{}, 1)
 	u := srv.handle("/hang.wasm", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
 		select {
 		case <-release:
 		case <-r.Context().Done():
@@ -295,7 +300,15 @@ func TestRewriteCancelled(t *testing.T) {
 	})
 	r, _ := newTestRewriter(t, nil)
 	ctx, cancel := context.WithCancel(ctxT(t))
-	time.AfterFunc(50*time.Millisecond, cancel)
+	defer cancel()
+	// Cancelled once the fetch is under way (the server has the request), not after a while.
+	go func() {
+		select {
+		case <-arrived:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	_, err := r.Rewrite(ctx, sotwFrame(t, tec(t, "h", &httpwasm.Wasm{Config: plugin(u, "", nil, wasmv3.FailurePolicy_FAIL_OPEN)})), false)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled rewrite: %v (want the cancellation, not a fallback)", err)

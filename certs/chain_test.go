@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -88,21 +87,18 @@ func TestParseChain(t *testing.T) {
 	}
 }
 
-// FuzzParseChain feeds arbitrary CA responses (elements separated by NUL) to ParseChain and
-// checks that a parsed chain re-encodes to the same certificates.
+// FuzzParseChain feeds arbitrary CA responses (elements separated by NUL; certificates named
+// as fuzzcerts_test.go says) to ParseChain and checks that a parsed chain re-encodes to the same
+// certificates.
 func FuzzParseChain(f *testing.F) {
-	// The seed is a file, not made here: elliptic-curve work (signing, even parsing a private
-	// key) is slow enough under coverage instrumentation to stall the fuzz workers.
-	// testdata/fuzz-chain.pem is a leaf + root from testca.
-	chainPEM, err := os.ReadFile("testdata/fuzz-chain.pem")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(chainPEM)
+	fc := newFuzzCerts(f)
+	f.Add([]byte(name(fcTestcaLeaf) + "\x00" + name(fcTestcaRoot)))
+	f.Add([]byte(name(fcLeaf1) + "\x00" + name(fcInter) + "\x00" + name(fcRoot)))
+	f.Add([]byte(name(fcLeaf2) + name(fcInter) + "\x00" + name(fcRoot) + "\n"))
 	f.Add([]byte("garbage\x00-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		ch, err := ParseChain(strings.Split(string(in), "\x00"))
+		ch, err := ParseChain(fc.elems(in))
 		if err != nil {
 			return
 		}

@@ -10,7 +10,6 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -210,23 +209,24 @@ func TestChainCacheSingleElement(t *testing.T) {
 	}
 }
 
-// FuzzChainCacheParse: whatever two answers arrive in turn (elements separated by NUL), the
-// second parsed through the cache equals a full parse of it, and fails exactly when that fails.
+// FuzzChainCacheParse: whatever two answers arrive in turn (elements separated by NUL;
+// certificates named as fuzzcerts_test.go says), the second parsed through the cache equals a
+// full parse of it, and fails exactly when that fails.
 func FuzzChainCacheParse(f *testing.F) {
-	chainPEM, err := os.ReadFile("testdata/fuzz-chain.pem") // a leaf + root from testca
-	if err != nil {
-		f.Fatal(err)
-	}
-	blocks := strings.SplitAfter(string(chainPEM), "-----END CERTIFICATE-----\n")
-	pair := blocks[0] + "\x00" + blocks[1]
+	fc := newFuzzCerts(f)
+	pair := name(fcTestcaLeaf) + "\x00" + name(fcTestcaRoot)
 	f.Add([]byte(pair), []byte(pair))
-	f.Add([]byte(pair), []byte("garbage\x00"+blocks[1]))
-	f.Add([]byte(pair), []byte(blocks[1]+"\x00"+blocks[1]))
-	f.Add([]byte(string(chainPEM)), []byte(pair))
+	f.Add([]byte(pair), []byte("garbage\x00"+name(fcTestcaRoot)))
+	f.Add([]byte(pair), []byte(name(fcTestcaRoot)+"\x00"+name(fcTestcaRoot)))
+	f.Add([]byte(name(fcTestcaLeaf)+name(fcTestcaRoot)), []byte(pair))
+	three := func(leaf int) string { return name(leaf) + "\x00" + name(fcInter) + "\x00" + name(fcRoot) }
+	f.Add([]byte(three(fcLeaf1)), []byte(three(fcLeaf2)))
+	f.Add([]byte(three(fcLeaf1)), []byte(name(fcLeaf2)+name(fcLeaf1)+"\x00"+name(fcInter)+"\x00"+name(fcRoot)))
+	f.Add([]byte(three(fcLeaf1)), []byte(three(fcTestcaLeaf)))
 	f.Fuzz(func(t *testing.T, first, second []byte) {
 		var c chainCache
-		_, _ = c.parse(strings.Split(string(first), "\x00"))
-		elems := strings.Split(string(second), "\x00")
+		_, _ = c.parse(fc.elems(first))
+		elems := fc.elems(second)
 		got, err := c.parse(elems)
 		want, wantErr := ParseChain(elems)
 		if (err == nil) != (wantErr == nil) {

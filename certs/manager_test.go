@@ -110,10 +110,10 @@ func TestBackToBackRotations(t *testing.T) {
 		}
 		held = next
 	}
-	// The counter moves just after the push the client has already seen: give it a moment.
-	deadline := time.Now().Add(5 * time.Second)
-	for e.m.renewals.Load() < uint64(n+1) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	// The counter moves just after the push the client has already seen, and before rotate
+	// waits on the clock for the next rotation: wait for that.
+	if err := waitForWaiter(e.ctx, e.clock); err != nil {
+		t.Fatal(err)
 	}
 	if got := e.m.renewals.Load(); got != uint64(n+1) {
 		t.Errorf("%d renewals, want %d", got, n+1)

@@ -160,22 +160,24 @@ func TestAgentSubscriptionsAckAndNack(t *testing.T) {
 			if err := i.waitRequest(ctx, isNack); err != nil {
 				t.Fatal(err)
 			}
-			// The client saw a Listener response but never a NameTable.
-			deadline := time.After(200 * time.Millisecond)
-			sawLDS := false
-			for done := false; !done; {
+			// The client sees a Listener response (waited for: it may come late on a loaded
+			// machine) but never a NameTable. Nothing marks the moment a forwarded NameTable
+			// would have arrived, so the watch for one also lasts at least 200 ms: a slow
+			// machine can only hide a fault here, never invent one.
+			lookout := time.After(200 * time.Millisecond)
+			sawLDS, looked := false, false
+			for !sawLDS || !looked {
 				select {
 				case typ := <-recvType:
 					if typ == fastpath.NameTableType {
 						t.Fatal("NameTable was forwarded to the client")
 					}
 					sawLDS = sawLDS || typ == fastpath.ListenerType
-				case <-deadline:
-					done = true
+				case <-lookout:
+					looked = true
+				case <-ctx.Done():
+					t.Fatal("client got no Listener response")
 				}
-			}
-			if !sawLDS {
-				t.Fatal("client got no Listener response")
 			}
 		})
 	}

@@ -59,10 +59,13 @@ func TestSlowEnvoyDelta(t *testing.T) { checkSlow(t, runSlow(t, scenarioFromEnv(
 
 func checkSlow(t *testing.T, r slowResult) {
 	sc := scenarioFromEnv()
-	stall := time.Duration(sc.pushes) * sc.interval
-	// The bar is 1 s in a 10 s stall; scaled, a quarter of the stall (CI machines are noisy).
-	if r.maxBlock > stall/4 {
-		t.Errorf("Istiod's send blocked %v, want <= %v", r.maxBlock, stall/4)
+	// The bar is 1 s in a 10 s stall: a measure of speed, gated only in the issue's
+	// own run (WINGMAN_SLOW_ENVOY=full, on a machine given to it). In every run, that each push
+	// left Istiod while the client read nothing is the check (runSlow), and maxBlock is logged.
+	if os.Getenv("WINGMAN_SLOW_ENVOY") == "full" {
+		if stall := time.Duration(sc.pushes) * sc.interval; r.maxBlock > stall/10 {
+			t.Errorf("Istiod's send blocked %v, want <= %v", r.maxBlock, stall/10)
+		}
 	}
 	// In flight to the client, one pending (merged) response, one being received, and Istiod's own.
 	if limit := int64(6 * sc.size); r.heldBytes > limit {
@@ -78,7 +81,6 @@ func runSlow(t *testing.T, sc slowScenario, delta bool) slowResult {
 	ctx := testCtx(t)
 	typeURL := fastpath.ClusterType
 	const resources = 50
-	stall := time.Duration(sc.pushes) * sc.interval
 	start := make(chan struct{})  // the client has stopped reading
 	pushed := make(chan struct{}) // every push has left Istiod
 	var mu sync.Mutex
@@ -182,15 +184,22 @@ func runSlow(t *testing.T, sc slowScenario, delta bool) slowResult {
 	}
 	idle := liveHeap()
 	close(start) // the client reads nothing from now on
-	time.Sleep(stall)
-	select { // Istiod is done, or (when it cannot push) stalled for long enough
+	// Every push leaves Istiod although the client reads nothing: a proxy that passed the
+	// client's stall upstream would hold Istiod's sends in HTTP/2 flow control for good.
+	select {
 	case <-pushed:
-		// and the proxy has read every push: push 1 went on its way to the client, pushes 2..n
-		// collapsed into one pending response (on a loaded machine the proxy may lag Istiod).
-		for deadline := time.Now().Add(stall); p.Stats().SupersededResponses < sc.pushes-2 && time.Now().Before(deadline); {
-			time.Sleep(sc.interval)
+	case <-ctx.Done():
+		t.Fatalf("Istiod could not send its %d pushes while the client read nothing: the stall reached upstream", sc.pushes)
+	}
+	// And the proxy has read every push: push 1 went on its way to the client, pushes 2..n
+	// collapsed into one pending response (on a loaded machine the proxy may lag Istiod).
+	// Polled, as Stats has no signal, until the test's deadline.
+	for p.Stats().SupersededResponses < sc.pushes-2 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the proxy superseded %d of the %d pushes behind the one in flight, want all of them", p.Stats().SupersededResponses, sc.pushes-2)
+		case <-time.After(sc.interval):
 		}
-	case <-time.After(stall):
 	}
 	held := liveHeap() - idle
 	var res slowResult

@@ -228,8 +228,9 @@ func TestAppProbeThroughServer(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("shutdown with a hanging probe took %v", d)
+	// Below the probe's 30 s timeout, and far above what a loaded machine adds to a shutdown.
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("shutdown with a hanging probe took %v, want it not to wait for the probe's 30 s timeout", d)
 	}
 	<-result
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wingman-mesh/wingman/internal/clock/clocktest"
 	"go.uber.org/goleak"
 )
 
@@ -120,41 +121,47 @@ func TestFetchErrors(t *testing.T) {
 }
 
 func TestRunRefreshesBeforeExpiryAndRetries(t *testing.T) {
-	now := time.Now()
+	now := time.Now().Truncate(time.Second)
 	first := jwt(now.Add(20 * time.Minute)) // already inside the 25-minute grace: refreshed at the next check
 	second := jwt(now.Add(2 * time.Hour))
 	ms := newMetadataServer(t, first, second)
 	ms.fails = 2 // the first two answers fail: Run must retry, not wait a whole check interval
 	path := filepath.Join(t.TempDir(), "token")
-	f, _ := New(Config{MetadataHost: ms.host(), Audience: "td", Path: path, CheckInterval: 20 * time.Millisecond})
+	clk := clocktest.NewFake(now)
+	const interval = time.Minute
+	f, _ := New(Config{MetadataHost: ms.host(), Audience: "td", Path: path, CheckInterval: interval, Clock: clk})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
-	deadline := time.After(20 * time.Second)
-	for {
-		if b, err := os.ReadFile(path); err == nil && string(b) == second {
-			break
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
 		}
-		select {
-		case <-deadline:
-			cancel()
-			<-done
-			t.Fatalf("token not refreshed to the second one; %d requests", ms.hits.Load())
-		case <-time.After(10 * time.Millisecond):
+	}()
+	// step waits until Run waits on its timer, checks the requests made so far, and moves the
+	// clock by d (the timer fires when d reaches it).
+	step := func(wantHits int32, d time.Duration) {
+		t.Helper()
+		clk.WaitTimers(t, 1)
+		if h := ms.hits.Load(); h != wantHits {
+			t.Fatalf("%d requests to the metadata server, want %d", h, wantHits)
 		}
+		clk.Advance(d)
 	}
-	hitsAtSecond := ms.hits.Load()
-	time.Sleep(100 * time.Millisecond) // several check intervals: a fresh token must not be fetched again
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	step(1, time.Second)   // failed; retried after 1 s, not a check interval
+	step(2, 2*time.Second) // failed again; the backoff doubles
+	step(3, interval)      // the near-expiry token; due at the next check
+	clk.WaitTimers(t, 1)   // its refresh fetched and written
+	if b, err := os.ReadFile(path); err != nil || string(b) != second {
+		t.Fatalf("token file after the refresh: %q, %v; want the second token", b, err)
 	}
-	if h := ms.hits.Load(); h != hitsAtSecond {
-		t.Errorf("%d fetches after the token became fresh, want none", h-hitsAtSecond)
+	// A fresh token is not fetched again at the checks before its grace begins (expiry 2 h,
+	// grace 25 min: due after 1h35m; the checks fall at 1m03s + k minutes).
+	for range 94 {
+		step(4, interval) // the last of these moves the clock to 1h35m03s
 	}
-	if hitsAtSecond != 4 {
-		t.Errorf("%d requests, want 4 (two failures, the near-expiry token, its refresh)", hitsAtSecond)
-	}
+	step(5, interval) // inside the grace now: fetched again
 }
 
 func TestExpiry(t *testing.T) {

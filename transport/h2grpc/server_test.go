@@ -183,7 +183,6 @@ func TestServerWriteBlocksWhileClientDoesNotRead(t *testing.T) {
 	const size, piece = 10 << 20, 16 << 10
 	want := pattern(size, 5)
 	var written atomic.Int64
-	progress := make(chan struct{}, 1)
 	sendMsgDone := make(chan struct{})
 	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: func(ss *ServerStream) error {
 		if err := ss.BeginMsg(size); err != nil {
@@ -194,30 +193,32 @@ func TestServerWriteBlocksWhileClientDoesNotRead(t *testing.T) {
 				return err
 			}
 			written.Add(piece)
-			select {
-			case progress <- struct{}{}:
-			default:
-			}
 		}
 		err := ss.SendMsg(mem.BufferSlice{mem.SliceBuffer(want)})
 		close(sendMsgDone)
 		return err
 	}})
 	// Fixed 64 KiB windows (no BDP estimation), so only the windows and the socket buffers
-	// hold what the client has not read.
-	cs := openGRPC(t, path, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-
-	// stall waits until no piece has been written for a while, and returns what was.
-	stall := func() int64 {
-		for {
-			select {
-			case <-progress:
-			case <-time.After(300 * time.Millisecond):
-				return written.Load()
-			}
-		}
+	// hold what the client has not read. The client reaches the server through a windowTap
+	// (hungpeer_test.go), which shows when the server has sent all the window the client
+	// granted, and by a PING answered after that, that the client granted nothing more.
+	tl, err := net.Listen("unix", t.TempDir()+"/tap.sock")
+	if err != nil {
+		t.Fatal(err)
 	}
-	w := stall()
+	tap := startWindowTap(t, tl, func() (net.Conn, error) { return net.Dial("unix", path) })
+	cs := openGRPC(t, tl.Addr().String(), grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+
+	ctx := testCtx(t)
+	if err := tap.awaitStall(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := written.Load()
+	select {
+	case <-sendMsgDone:
+		t.Fatalf("SendMsg returned while the client read nothing (%d bytes written; %s)", w, tap)
+	default:
+	}
 	if w >= size || w > 4<<20 {
 		t.Fatalf("%d bytes written while the client read nothing: Write does not wait for the reader", w)
 	}
@@ -229,7 +230,9 @@ func TestServerWriteBlocksWhileClientDoesNotRead(t *testing.T) {
 	bytesEqual(t, got, want)
 
 	// The same for a whole message: SendMsg does not return before the client reads it.
-	stall()
+	if err := tap.awaitStall(ctx); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-sendMsgDone:
 		t.Fatal("SendMsg of 10 MB returned while the client read nothing")

@@ -139,7 +139,9 @@ func TestMetadataBounded(t *testing.T) {
 	if f.Name != AWS || f.Metadata != nil {
 		t.Errorf("facts %+v", f)
 	}
-	if el := time.Since(start); el > 5*time.Second {
+	// The server never answers: only the bound ends the requests. 20 s bounds the wait, not
+	// the 200 ms (a loaded machine may be slow, not 100 times slower).
+	if el := time.Since(start); el > 20*time.Second {
 		t.Errorf("took %v with a 200ms bound", el)
 	}
 }
