@@ -333,7 +333,7 @@ func TestRestartWithWarmCache(t *testing.T) {
 	}
 	c1.Close()
 	// A crash mid-write leaves a temporary file; a disk fault corrupts a module.
-	tmp := filepath.Join(filepath.Dir(p1), ".tmp-deadbeef")
+	tmp := filepath.Join(filepath.Dir(p1), "."+filepath.Base(p1)+".tmp-123456") // atomicfile's temporary name
 	if err := os.WriteFile(tmp, mod[:5], 0o644); err != nil {
 		t.Fatal(err)
 	}
