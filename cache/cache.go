@@ -24,9 +24,7 @@ type Cache struct {
 	http  *httpFetcher
 	oci   *ociFetcher
 
-	base context.Context // lifetime of fetches; cancelled by Close
-	stop context.CancelFunc
-	wg   sync.WaitGroup // fetch goroutines
+	wg sync.WaitGroup // fetch goroutines
 
 	loadOnce sync.Once
 	loadErr  error // set once by load
@@ -65,9 +63,10 @@ type flightKey struct{ url, checksum string }
 
 // flight is one fetch in progress; everyone asking for the same module waits on it.
 type flight struct {
-	done chan struct{}
-	path string
-	err  error
+	cancel context.CancelFunc // ends the fetch (Close)
+	done   chan struct{}
+	path   string
+	err    error
 }
 
 // New returns the cache in o.Dir; its index is rebuilt from the files there on first use.
@@ -88,7 +87,6 @@ func New(o Options) (*Cache, error) {
 		byURL:    map[string]*urlEntry{},
 		flights:  map[flightKey]*flight{},
 	}
-	c.base, c.stop = context.WithCancel(context.Background())
 	return c, nil
 }
 
@@ -141,8 +139,10 @@ func (c *Cache) Run(ctx context.Context) error {
 func (c *Cache) Close() {
 	c.mu.Lock()
 	c.closed = true
+	for _, f := range c.flights {
+		f.cancel()
+	}
 	c.mu.Unlock()
-	c.stop()
 	c.wg.Wait()
 }
 
@@ -216,9 +216,16 @@ func (c *Cache) Get(ctx context.Context, downloadURL string, opts GetOptions) (s
 	fk := flightKey{downloadURL, checksum}
 	f := c.flights[fk]
 	if f == nil {
-		f = &flight{done: make(chan struct{})}
+		// The fetch runs in the first caller's context without its cancellation: every caller
+		// asking for the module waits on it, and one giving up must not fail the others. Close
+		// (or the pull timeout) ends it.
+		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		f = &flight{cancel: cancel, done: make(chan struct{})}
 		c.flights[fk] = f
-		c.wg.Go(func() { c.fetch(fk, u, modName, checksum, opts, f) })
+		c.wg.Go(func() {
+			defer cancel()
+			c.fetch(fctx, fk, u, modName, checksum, opts, f)
+		})
 	}
 	c.mu.Unlock()
 	select {
@@ -275,20 +282,20 @@ func (c *Cache) lookupLocked(u *url.URL, downloadURL, name, checksum string, opt
 }
 
 // fetch downloads, verifies and stores one module, then releases everyone waiting on f.
-func (c *Cache) fetch(fk flightKey, u *url.URL, name, checksum string, opts GetOptions, f *flight) {
-	f.path, f.err = c.download(u, fk.url, name, checksum, opts)
+func (c *Cache) fetch(ctx context.Context, fk flightKey, u *url.URL, name, checksum string, opts GetOptions, f *flight) {
+	f.path, f.err = c.download(ctx, u, fk.url, name, checksum, opts)
 	c.mu.Lock()
 	delete(c.flights, fk)
 	c.mu.Unlock()
 	close(f.done)
 }
 
-func (c *Cache) download(u *url.URL, downloadURL, name, checksum string, opts GetOptions) (string, error) {
+func (c *Cache) download(ctx context.Context, u *url.URL, downloadURL, name, checksum string, opts GetOptions) (string, error) {
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = defaultPullTimeout
 	}
-	ctx, cancel := context.WithTimeout(c.base, timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var b []byte
 	var digest string

@@ -333,7 +333,7 @@ func TestRestartWithWarmCache(t *testing.T) {
 	}
 	c1.Close()
 	// A crash mid-write leaves a temporary file; a disk fault corrupts a module.
-	tmp := filepath.Join(filepath.Dir(p1), ".tmp-deadbeef")
+	tmp := filepath.Join(filepath.Dir(p1), "."+filepath.Base(p1)+".tmp-123456") // atomicfile's temporary name
 	if err := os.WriteFile(tmp, mod[:5], 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -451,5 +451,63 @@ func TestModesWhateverTheUmask(t *testing.T) {
 	di, _ := os.Stat(filepath.Dir(p))
 	if fi.Mode().Perm() != 0o644 || di.Mode().Perm() != 0o755 {
 		t.Errorf("with umask 077: file %v, dir %v; want 0644 in 0755", fi.Mode().Perm(), di.Mode().Perm())
+	}
+}
+
+// A fetch runs in the context of the caller that started it, without its cancellation: that
+// caller giving up leaves the fetch to the others, and Close ends a fetch in progress.
+func TestFetchContext(t *testing.T) {
+	srv := newModuleServer(t)
+	mod := wasmModule("ctx")
+	started := make(chan struct{}, 2)
+	gate := make(chan struct{})
+	u := srv.handle("/ctx.wasm", func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		select {
+		case <-gate:
+			_, _ = w.Write(mod)
+		case <-r.Context().Done():
+		}
+	})
+	c := newTestCache(t, nil)
+	first, cancel := context.WithCancel(ctxT(t))
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := c.Get(first, u, GetOptions{Checksum: sum(mod)})
+		firstErr <- err
+	}()
+	<-started
+	cancel()
+	if err := <-firstErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first caller: %v, want its own cancellation", err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		_, err := c.Get(ctxT(t), u, GetOptions{Checksum: sum(mod)})
+		second <- err
+	}()
+	close(gate)
+	if err := <-second; err != nil {
+		t.Fatalf("second caller after the first gave up: %v", err)
+	}
+	if n := srv.count("/ctx.wasm"); n != 1 {
+		t.Errorf("%d fetches, want 1 (the first caller's, carried on)", n)
+	}
+
+	// Close ends a fetch in progress; the caller waiting on it gets an error.
+	c2 := newTestCache(t, nil)
+	stuck := srv.handle("/stuck.wasm", func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-r.Context().Done()
+	})
+	waitErr := make(chan error, 1)
+	go func() {
+		_, err := c2.Get(ctxT(t), stuck, GetOptions{Timeout: time.Hour})
+		waitErr <- err
+	}()
+	<-started
+	c2.Close()
+	if err := <-waitErr; err == nil {
+		t.Fatal("a fetch cut by Close succeeded")
 	}
 }

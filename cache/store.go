@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/wingman-mesh/wingman/internal/atomicfile"
 )
 
 // store is the on-disk layout under dir/wasm (0755): modules named by the sha256 of their bytes
@@ -41,7 +42,7 @@ func (s *store) writeModule(sha string, b []byte) (string, error) {
 	if fi, err := os.Stat(p); err == nil && fi.Size() == int64(len(b)) {
 		return p, nil
 	}
-	return p, writeAtomic(p, b)
+	return p, write(p, b)
 }
 
 func (s *store) writeEntry(e *urlEntry) error {
@@ -49,7 +50,7 @@ func (s *store) writeEntry(e *urlEntry) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(s.entryPath(e.URL), b)
+	return write(s.entryPath(e.URL), b)
 }
 
 func (s *store) removeModule(sha string) error {
@@ -62,39 +63,11 @@ func (s *store) removeModule(sha string) error {
 
 func (s *store) removeEntry(url string) { _ = os.Remove(s.entryPath(url)) }
 
-// writeAtomic writes b to a temporary file in p's directory, syncs it, makes it 0644 and
-// renames it to p.
-func writeAtomic(p string, b []byte) error {
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// write replaces p with b, synced, 0644 in a 0755 directory whatever the umask: Envoy may run as
+// another user and reads the tree.
+func write(p string, b []byte) error {
+	if err := atomicfile.Write(p, b, 0o644, atomicfile.Options{DirMode: 0o755, ExactDirMode: true, Sync: true}); err != nil {
 		return fmt.Errorf("wasm cache: %w", err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil { // whatever the umask: Envoy reads the tree
-		return fmt.Errorf("wasm cache: %w", err)
-	}
-	tmp := filepath.Join(filepath.Dir(p), ".tmp-"+hex.EncodeToString(rnd[:]))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return fmt.Errorf("wasm cache: %w", err)
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Chmod(0o644) // whatever the umask: Envoy may run as another user
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("wasm cache: write %s: %w", filepath.Base(p), err)
 	}
 	return nil
 }
@@ -113,7 +86,7 @@ func (s *store) load(log *slog.Logger) ([]*urlEntry, map[string]int64, error) {
 			return nil, nil, fmt.Errorf("wasm cache: %w", err)
 		}
 		for _, de := range des {
-			if strings.HasPrefix(de.Name(), ".tmp-") {
+			if atomicfile.IsTemp(de.Name()) {
 				_ = os.Remove(filepath.Join(dir, de.Name()))
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -147,7 +148,9 @@ func (f *fileSecrets) load(e *fileEntry) error {
 				sec = rootSecret(e.name, roots, crl)
 			}
 		}
-		content = sec.body // the roots with the bundle and CRL: any of them changing publishes
+		// The roots with the bundle, and the CRL: any of them changing publishes.
+		content = append(binary.AppendUvarint(nil, uint64(len(sec.rootPEM))), sec.rootPEM...)
+		content = append(content, sec.crl...)
 		publish = func() { f.store.publish(sec) }
 	} else {
 		certPEM, err := os.ReadFile(e.cert)

@@ -167,7 +167,7 @@ func (st *sdsStream) push(names []string, force bool) error {
 		if v == nil || (!force && v.gen <= st.sent[n]) {
 			return nil
 		}
-		res = append(res, v.res)
+		res = append(res, v.resource())
 		st.sent[n] = v.gen
 		return nil
 	}

@@ -27,12 +27,6 @@ const (
 	dataSourceInlineBytes   = 2 // config.core.v3.DataSource.inline_bytes
 )
 
-// secret is an encoded tls.v3.Secret and its name.
-type secret struct {
-	name string
-	body []byte
-}
-
 // appendMessage appends a length-delimited field whose value is built by body.
 func appendMessage(dst []byte, field protowire.Number, n int, body func([]byte) []byte) []byte {
 	dst = protowire.AppendTag(dst, field, protowire.BytesType)
@@ -73,34 +67,62 @@ func appendName(dst []byte, name string) []byte {
 	return protowire.AppendString(dst, name)
 }
 
-// certSecret is a tls_certificate secret with the chain and key inline.
-func certSecret(name string, chainPEM, keyPEM []byte) secret {
-	inner := fieldSize(tlsCertChain, inlineSize(chainPEM)) + fieldSize(tlsPrivateKey, inlineSize(keyPEM))
-	b := make([]byte, 0, nameSize(name)+fieldSize(secretTLSCertificate, inner))
-	b = appendName(b, name)
-	b = appendMessage(b, secretTLSCertificate, inner, func(dst []byte) []byte {
-		dst = appendInline(dst, tlsCertChain, chainPEM)
-		return appendInline(dst, tlsPrivateKey, keyPEM)
+// resource is v's DiscoveryResponse.resources entry, encoded by the first stream that sends
+// this version and shared by every other. One allocation: the Secret is written at the end of
+// the entry's buffer and the Any's header in front of it.
+func (v *secretValue) resource() []byte {
+	v.once.Do(func() {
+		n := secretSize(v.sec)
+		buf := make([]byte, fastpath.ResourceSize(fastpath.SecretType, n))
+		body := appendSecret(buf[len(buf)-n:len(buf)-n], v.sec)
+		v.res = fastpath.AppendResource(buf[:0], fastpath.SecretType, body) // the body copies onto itself
 	})
-	return secret{name: name, body: b}
+	return v.res
 }
 
-// rootSecret is a validation_context secret trusting rootPEM, with the CRL crl when not nil.
-func rootSecret(name string, rootPEM, crl []byte) secret {
-	inner := fieldSize(validationTrustedCA, inlineSize(rootPEM))
-	if crl != nil {
-		inner += fieldSize(validationCRL, inlineSize(crl))
+// encodeSecret encodes sec as a tls.v3.Secret.
+func encodeSecret(sec secret) []byte {
+	return appendSecret(make([]byte, 0, secretSize(sec)), sec)
+}
+
+// secretSize is the size of sec encoded.
+func secretSize(sec secret) int {
+	n := nameSize(sec.name)
+	if sec.rootPEM == nil {
+		return n + fieldSize(secretTLSCertificate, certSize(sec))
 	}
-	b := make([]byte, 0, nameSize(name)+fieldSize(secretValidationContext, inner))
-	b = appendName(b, name)
-	b = appendMessage(b, secretValidationContext, inner, func(dst []byte) []byte {
-		dst = appendInline(dst, validationTrustedCA, rootPEM)
-		if crl != nil {
-			dst = appendInline(dst, validationCRL, crl)
+	return n + fieldSize(secretValidationContext, rootsSize(sec))
+}
+
+func certSize(sec secret) int {
+	return fieldSize(tlsCertChain, inlineSize(sec.chainPEM)) + fieldSize(tlsPrivateKey, inlineSize(sec.keyPEM))
+}
+
+func rootsSize(sec secret) int {
+	n := fieldSize(validationTrustedCA, inlineSize(sec.rootPEM))
+	if sec.crl != nil {
+		n += fieldSize(validationCRL, inlineSize(sec.crl))
+	}
+	return n
+}
+
+// appendSecret appends sec as a tls.v3.Secret: a tls_certificate with the chain and key inline,
+// or a validation_context trusting its roots, with its CRL when not nil.
+func appendSecret(dst []byte, sec secret) []byte {
+	dst = appendName(dst, sec.name)
+	if sec.rootPEM == nil {
+		return appendMessage(dst, secretTLSCertificate, certSize(sec), func(dst []byte) []byte {
+			dst = appendInline(dst, tlsCertChain, sec.chainPEM)
+			return appendInline(dst, tlsPrivateKey, sec.keyPEM)
+		})
+	}
+	return appendMessage(dst, secretValidationContext, rootsSize(sec), func(dst []byte) []byte {
+		dst = appendInline(dst, validationTrustedCA, sec.rootPEM)
+		if sec.crl != nil {
+			dst = appendInline(dst, validationCRL, sec.crl)
 		}
 		return dst
 	})
-	return secret{name: name, body: b}
 }
 
 // resourceField encodes body as DiscoveryResponse.resources entry: the field tag and length, then

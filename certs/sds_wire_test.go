@@ -47,26 +47,26 @@ func TestSecretEncodingMatchesProto(t *testing.T) {
 	} {
 		want := mustMarshal(t, &tlsv3.Secret{Name: tc.name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
 			CertificateChain: inlineDS([]byte(tc.chain)), PrivateKey: inlineDS([]byte(tc.key))}}})
-		got := certSecret(tc.name, []byte(tc.chain), []byte(tc.key))
-		if got.name != tc.name || !bytes.Equal(got.body, want) {
-			t.Errorf("certSecret(%.10q): %x\nwant %x", tc.name, trim(got.body), trim(want))
+		got := encodeSecret(certSecret(tc.name, []byte(tc.chain), []byte(tc.key)))
+		if !bytes.Equal(got, want) {
+			t.Errorf("certSecret(%.10q): %x\nwant %x", tc.name, trim(got), trim(want))
 		}
 		want = mustMarshal(t, &tlsv3.Secret{Name: tc.name, Type: &tlsv3.Secret_ValidationContext{
 			ValidationContext: &tlsv3.CertificateValidationContext{TrustedCa: inlineDS([]byte(tc.chain))}}})
-		got = rootSecret(tc.name, []byte(tc.chain), nil)
-		if got.name != tc.name || !bytes.Equal(got.body, want) {
-			t.Errorf("rootSecret(%.10q): %x\nwant %x", tc.name, trim(got.body), trim(want))
+		got = encodeSecret(rootSecret(tc.name, []byte(tc.chain), nil))
+		if !bytes.Equal(got, want) {
+			t.Errorf("rootSecret(%.10q): %x\nwant %x", tc.name, trim(got), trim(want))
 		}
-		if cap(got.body) != len(got.body) {
-			t.Errorf("rootSecret(%.10q): cap %d, len %d: size computed wrong", tc.name, cap(got.body), len(got.body))
+		if cap(got) != len(got) {
+			t.Errorf("rootSecret(%.10q): cap %d, len %d: size computed wrong", tc.name, cap(got), len(got))
 		}
 		// With a CRL (PILOT_ENABLE_CA_CRL), as CertificateValidationContext.crl.
 		crl := []byte(tc.key)
 		want = mustMarshal(t, &tlsv3.Secret{Name: tc.name, Type: &tlsv3.Secret_ValidationContext{
 			ValidationContext: &tlsv3.CertificateValidationContext{TrustedCa: inlineDS([]byte(tc.chain)), Crl: inlineDS(crl)}}})
-		got = rootSecret(tc.name, []byte(tc.chain), crl)
-		if !bytes.Equal(got.body, want) || cap(got.body) != len(got.body) {
-			t.Errorf("rootSecret(%.10q) with CRL: %x\nwant %x", tc.name, trim(got.body), trim(want))
+		got = encodeSecret(rootSecret(tc.name, []byte(tc.chain), crl))
+		if !bytes.Equal(got, want) || cap(got) != len(got) {
+			t.Errorf("rootSecret(%.10q) with CRL: %x\nwant %x", tc.name, trim(got), trim(want))
 		}
 	}
 }
@@ -82,8 +82,8 @@ func TestResponseEncodingMatchesProto(t *testing.T) {
 			var res [][]byte
 			want := &discovery.DiscoveryResponse{VersionInfo: "2026-12-02T13:00:05Z/" + id, TypeUrl: fastpath.SecretType, Nonce: id}
 			for _, s := range secrets[:n] {
-				res = append(res, resourceField(s.body))
-				want.Resources = append(want.Resources, &anypb.Any{TypeUrl: fastpath.SecretType, Value: s.body})
+				res = append(res, resourceField(encodeSecret(s)))
+				want.Resources = append(want.Resources, &anypb.Any{TypeUrl: fastpath.SecretType, Value: encodeSecret(s)})
 			}
 			got := encodeResponse(now, id, res)
 			if w := mustMarshal(t, want); !bytes.Equal(got, w) {

@@ -4,11 +4,35 @@ import (
 	"sync"
 )
 
-// secretValue is one version of a named secret, encoded once and shared by every stream.
-// Immutable.
+// secret is a named SDS secret as the manager (or a watched file) produces it: a workload
+// certificate (chain and key) or, when rootPEM is set, a validation context (roots and an
+// optional CRL). The SDS stream encodes it (sds_wire.go). Immutable.
+type secret struct {
+	name             string
+	chainPEM, keyPEM []byte
+	rootPEM, crl     []byte
+}
+
+// certSecret is a tls_certificate secret with the chain and key.
+func certSecret(name string, chainPEM, keyPEM []byte) secret {
+	return secret{name: name, chainPEM: chainPEM, keyPEM: keyPEM}
+}
+
+// rootSecret is a validation_context secret trusting rootPEM (not nil), with the CRL crl when
+// not nil.
+func rootSecret(name string, rootPEM, crl []byte) secret {
+	if rootPEM == nil {
+		rootPEM = []byte{}
+	}
+	return secret{name: name, rootPEM: rootPEM, crl: crl}
+}
+
+// secretValue is one published version of a named secret, shared by every stream.
 type secretValue struct {
-	res []byte // the DiscoveryResponse.resources field: tag, length and the Any of the Secret
-	gen uint64 // store generation at publication; strictly increasing per name
+	sec  secret
+	gen  uint64 // store generation at publication; strictly increasing per name
+	once sync.Once
+	res  []byte // set once by resource (sds_wire.go)
 }
 
 // store holds the current value of every named secret and wakes watchers on change.
@@ -24,11 +48,10 @@ func newStore() *store {
 	return &store{vals: make(map[string]*secretValue), watchers: make(map[chan struct{}]struct{})}
 }
 
-// publish encodes sec as a response resource (outside the lock) and makes it the value of
-// sec.name, then wakes every watcher without blocking: each watcher's channel holds one pending
+// publish makes sec the value of sec.name, then wakes every watcher without blocking: each watcher's channel holds one pending
 // wake-up, so a slow stream coalesces pushes and never delays the others.
 func (s *store) publish(sec secret) {
-	v := &secretValue{res: resourceField(sec.body)}
+	v := &secretValue{sec: sec}
 	s.mu.Lock()
 	s.gen++
 	v.gen = s.gen

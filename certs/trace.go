@@ -9,7 +9,7 @@ const (
 	traceAnswer    traceStage = iota // the CA client's call returned a signed chain
 	traceParsed                      // the chain is parsed (certificates and their PEM)
 	traceChecked                     // the chain is checked: SAN, key, validity, signatures
-	traceBuilt                       // the workload and its secret are encoded
+	traceBuilt                       // the workload and its secret are built (the first stream encodes it)
 	tracePublished                   // the secret is in the store and every watcher is woken
 	traceWoken                       // an SDS stream's goroutine took a wake-up
 	traceEncoded                     // that stream's DiscoveryResponse is encoded

@@ -233,9 +233,12 @@ func checkReply(resp []byte, q *query) error {
 	return nil
 }
 
-// checkName follows the name at off through compression pointers (backwards only) and
-// returns the offset just past it where it appears.
-func checkName(msg []byte, off int) (int, error) {
+// nameEnd follows the name at off through compression pointers (backwards only, at most 126,
+// the whole name within 255 octets) and returns the offset just past it where it appears. It
+// is the one walk over names in a message: a query's records (parseQuery) and an upstream's
+// reply (checkReply) are read alike, and a name miekg/dns would not unpack (a pointer loop or
+// one past the end, a name over 255 octets) fails both.
+func nameEnd(msg []byte, off int) (int, error) {
 	end, wire := -1, 0
 	for hops := 0; ; {
 		if off >= len(msg) {
@@ -277,7 +280,7 @@ func checkName(msg []byte, off int) (int, error) {
 // checkRR checks the framing of the record at off, and the rdata of the types whose rdata
 // a stub resolver reads (addresses and names).
 func checkRR(msg []byte, off int) (int, error) {
-	off, err := checkName(msg, off)
+	off, err := nameEnd(msg, off)
 	if err != nil {
 		return 0, err
 	}
@@ -309,7 +312,7 @@ func checkRR(msg []byte, off int) (int, error) {
 		nameAt = rd + 6
 	}
 	if nameAt >= 0 {
-		next, err := checkName(msg[:end], nameAt)
+		next, err := nameEnd(msg[:end], nameAt)
 		if err != nil || next != end {
 			return 0, fmt.Errorf("type %d record with a malformed name", t)
 		}

@@ -162,34 +162,9 @@ func parseQuery(pkt []byte, q *query, key []byte) verdict {
 
 var errMalformed = errors.New("malformed message")
 
-// skipName returns the offset just past the name at off, checking only its framing.
-func skipName(msg []byte, off int) (int, error) {
-	for n := 0; n < 128; n++ {
-		if off >= len(msg) {
-			return 0, errMalformed
-		}
-		c := int(msg[off])
-		switch c & 0xC0 {
-		case 0x00:
-			if c == 0 {
-				return off + 1, nil
-			}
-			off += 1 + c
-		case 0xC0:
-			if off+2 > len(msg) {
-				return 0, errMalformed
-			}
-			return off + 2, nil
-		default:
-			return 0, errMalformed
-		}
-	}
-	return 0, errMalformed
-}
-
 // skipRR returns the offset past the resource record at off and its type.
 func skipRR(msg []byte, off int) (int, uint16, error) {
-	off, err := skipName(msg, off)
+	off, err := nameEnd(msg, off)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -21,9 +21,10 @@ type Baseline struct {
 	// MemoryTolerance is the relative growth allowed for Memory (0.2: 20%, so that a 25%
 	// regression fails with room to spare; the figures vary by about 2% run to run).
 	MemoryTolerance float64 `json:"memory_tolerance"`
-	// Memory are "scenario.metric" → Wingman's accepted size in KiB: idle memory of the real
-	// binary (startup.early_rss_kb 2 s after ready; startup.idle_rss_kb and idle_anon_kb after a
-	// garbage collection) and the binary itself (binary.size_kb).
+	// Memory are "scenario.metric" → Wingman's accepted size in KiB: idle anonymous memory and
+	// PSS of the real binary (startup.early_anon_kb 2 s after ready; startup.idle_anon_kb and
+	// idle_pss_kb after a garbage collection) and the binary itself (binary.size_kb). VmRSS
+	// figures (…vmrss…, …vmhwm…) are refused: they are reported, never gated.
 	Memory map[string]float64 `json:"memory"`
 }
 
@@ -44,6 +45,14 @@ func LoadBaseline(path string) (*Baseline, error) {
 	}
 	if base.MemoryTolerance < 0 || base.MemoryTolerance > 10 {
 		return nil, fmt.Errorf("baseline %s: memory_tolerance %v out of [0, 10]", path, base.MemoryTolerance)
+	}
+	for _, m := range []map[string]float64{base.Ratios, base.Budgets, base.Memory} {
+		for k := range m {
+			if strings.Contains(k, "vmrss") || strings.Contains(k, "vmhwm") {
+				return nil, fmt.Errorf("baseline %s: %s is a VmRSS figure, reported for information and never gated "+
+					"(gate anonymous memory or PSS)", path, k)
+			}
+		}
 	}
 	for k, v := range base.Memory {
 		if !strings.HasSuffix(k, "_kb") {

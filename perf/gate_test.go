@@ -13,7 +13,7 @@ var gateScenarios = []string{"startup", "large_4mb", "many_1500", "downstreams_1
 // TestPerfGate is the CI version of `make perf-gate`: it builds the real pilot-agent as `make
 // build` does (with the Envoy stand-in and the reference agent child), runs the gated scenarios
 // (short, three interleaved runs of Wingman and the reference), and fails when a ratio, an
-// allocation budget or a memory figure (idle RSS, binary size) regresses past baseline.json's
+// allocation budget or a memory figure (idle anonymous memory and PSS, binary size) regresses past baseline.json's
 // tolerances. It compares only ratios, allocation counts and sizes, never times.
 func TestPerfGate(t *testing.T) {
 	if testing.Short() {

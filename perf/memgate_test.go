@@ -5,12 +5,13 @@ import (
 	"testing"
 )
 
-// The memory gate holds the real binary's idle memory and size: a 25% growth fails, noise
-// within the tolerance passes, and a gated figure missing from a scenario that ran fails.
+// The memory gate holds the real binary's idle anonymous memory, its PSS and its size: a 25%
+// growth of any fails, noise within the tolerance passes, a gated figure missing from a
+// scenario that ran fails, and VmRSS (reported only) moves nothing.
 func TestMemoryGate(t *testing.T) {
 	rep := &Report{BinarySize: 10 << 20, Results: []Result{
-		{Scenario: "startup", Kind: Wingman, Metrics: map[string]float64{"idle_rss_kb": 15000, "idle_anon_kb": 4000, "exec_cpu_ms": 14, "exec_ms": 20}},
-		{Scenario: "startup", Kind: Reference, Metrics: map[string]float64{"idle_rss_kb": 15000, "idle_anon_kb": 3000, "exec_cpu_ms": 7, "exec_ms": 15}},
+		{Scenario: "startup", Kind: Wingman, Metrics: map[string]float64{"idle_vmrss_kb": 15000, "idle_anon_kb": 4000, "idle_pss_kb": 5000, "exec_cpu_ms": 14, "exec_ms": 20}},
+		{Scenario: "startup", Kind: Reference, Metrics: map[string]float64{"idle_vmrss_kb": 15000, "idle_anon_kb": 3000, "idle_pss_kb": 4000, "exec_cpu_ms": 7, "exec_ms": 15}},
 		{Scenario: "startup", Kind: Direct, Metrics: map[string]float64{"exec_ms": 5}},
 	}}
 	s := Summarize(rep)
@@ -22,10 +23,15 @@ func TestMemoryGate(t *testing.T) {
 	}
 	base := &Baseline{Tolerance: 0.25, MemoryTolerance: 0.2,
 		Ratios: map[string]float64{"startup.exec_cpu_ms": 2},
-		Memory: map[string]float64{"startup.idle_rss_kb": 13000, "startup.idle_anon_kb": 4000, "binary.size_kb": 10 << 10}}
+		Memory: map[string]float64{"startup.idle_anon_kb": 4000, "startup.idle_pss_kb": 4500, "binary.size_kb": 10 << 10}}
 	if fails := base.Check(s); len(fails) != 0 {
 		t.Fatalf("figures within the tolerances fail the gate: %v", fails)
 	}
+	base.Memory["startup.idle_pss_kb"] = 4000 // 5000 is +25%
+	if fails := base.Check(s); len(fails) != 1 || !strings.Contains(fails[0], "idle_pss_kb") {
+		t.Errorf("25%% more PSS gave %q, want one failure", fails)
+	}
+	base.Memory["startup.idle_pss_kb"] = 4500
 	base.Memory["startup.idle_anon_kb"] = 3200     // 4000 is +25%
 	base.Memory["binary.size_kb"] = 8 << 10        // 10 MiB is +25%
 	base.Ratios["startup.exec_cpu_ms"] = 2.0 / 1.4 // 2 is +40%
@@ -34,7 +40,7 @@ func TestMemoryGate(t *testing.T) {
 		!strings.Contains(fails[2], "idle_anon_kb") {
 		t.Errorf("25%% more memory and a 40%% worse CPU ratio gave %q, want three failures", fails)
 	}
-	base = &Baseline{Memory: map[string]float64{"startup.idle_pss_kb": 1}}
+	base = &Baseline{Memory: map[string]float64{"startup.early_anon_kb": 1}}
 	if fails := base.Check(s); len(fails) != 1 || !strings.Contains(fails[0], "not measured") {
 		t.Errorf("a memory figure missing from a scenario that ran gave %q, want a failure", fails)
 	}

@@ -2,7 +2,6 @@ package perf
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -107,11 +106,21 @@ func (p *Proc) Stop(grace time.Duration) {
 
 // Usage is one reading of a process's memory and CPU.
 type Usage struct {
-	RSSKB, HWMKB int64         // VmRSS, VmHWM
+	// RSSKB and HWMKB are VmRSS and VmHWM: resident pages of every kind, the binary's mapped
+	// file pages included, which the kernel may drop and fault back in at will and which agents
+	// on one node share. They are reported for information; no gate or target reads them.
+	RSSKB, HWMKB int64
 	AnonKB       int64         // RssAnon: heap, stacks (the rest of VmRSS is mapped files and shmem)
+	FileKB       int64         // RssFile + RssShmem: the mapped binary, libraries and shared memory
 	PssKB        int64         // proportional set size: pages shared with other processes (the binary) split among them
 	CPU          time.Duration // on-CPU time of all threads
 }
+
+// PeakAnonKB is the anonymous memory at the peak since the last ResetPeak: the kernel keeps
+// no high-water mark of RssAnon alone, so it is VmHWM less the file-backed pages resident now.
+// The binary's pages are faulted in before the pushes a phase measures and do not grow
+// during them, so the difference is the peak's heap and stacks.
+func (u Usage) PeakAnonKB() int64 { return max(u.HWMKB-u.FileKB, u.AnonKB) }
 
 // ReadUsage reads /proc/<pid>/status and the per-thread schedstat (nanosecond CPU time), or
 // utime+stime from /proc/<pid>/stat when schedstat is not available.
@@ -133,6 +142,8 @@ func ReadUsage(pid int) (Usage, error) {
 			u.HWMKB = parseKB(v)
 		case "RssAnon":
 			u.AnonKB = parseKB(v)
+		case "RssFile", "RssShmem":
+			u.FileKB += parseKB(v)
 		}
 	}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid)); err == nil {
@@ -209,22 +220,4 @@ func statCPU(pid int) (time.Duration, error) {
 // what follows. It reports whether the kernel allowed it.
 func ResetPeak(pid int) bool {
 	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0) == nil
-}
-
-// sampler polls a process's RSS every interval and keeps the highest value seen, for kernels
-// where ResetPeak is refused. Run it in a goroutine; it returns when ctx is done.
-func samplePeak(ctx context.Context, pid int, every time.Duration) int64 {
-	var peak int64
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if u, err := ReadUsage(pid); err == nil && u.RSSKB > peak {
-			peak = u.RSSKB
-		}
-		select {
-		case <-ctx.Done():
-			return peak
-		case <-t.C:
-		}
-	}
 }

@@ -12,8 +12,8 @@ import (
 type phase struct {
 	p      *Pod
 	before probe
-	idleKB int64
-	peakKB int64 // highest VmHWM − idle seen at the end of a push
+	idle   Usage
+	peakKB int64 // highest anonymous memory above idle seen at the end of a push
 }
 
 func begin(ctx context.Context, p *Pod) (*phase, error) {
@@ -21,10 +21,10 @@ func begin(ctx context.Context, p *Pod) (*phase, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read usage before pushes: %w", err)
 	}
-	return &phase{p: p, before: pr, idleKB: pr.u.RSSKB}, nil
+	return &phase{p: p, before: pr, idle: pr.u}, nil
 }
 
-// beforePush resets the kernel's peak RSS so the next reading is the push's own peak.
+// beforePush resets the kernel's peak RSS (VmHWM) so the next reading is the push's own peak.
 func (ph *phase) beforePush() {
 	if ph.p.Agent != nil {
 		ResetPeak(ph.p.Agent.Pid())
@@ -36,7 +36,7 @@ func (ph *phase) afterPush() {
 		return
 	}
 	if u, err := ReadUsage(ph.p.Agent.Pid()); err == nil {
-		ph.peakKB = max(ph.peakKB, u.HWMKB-ph.idleKB)
+		ph.peakKB = max(ph.peakKB, u.PeakAnonKB()-ph.idle.AnonKB)
 	}
 }
 
@@ -51,9 +51,12 @@ func (ph *phase) end(ctx context.Context, bytes int, m map[string]float64) error
 	}
 	mb := float64(bytes) / 1e6
 	m["mb_forwarded"] = mb
-	m["idle_rss_kb"] = float64(ph.idleKB)
-	m["rss_after_kb"] = float64(after.u.RSSKB)
-	m["peak_above_idle_kb"] = float64(ph.peakKB)
+	m["idle_anon_kb"] = float64(ph.idle.AnonKB)
+	m["idle_pss_kb"] = float64(ph.idle.PssKB)
+	m["anon_after_kb"] = float64(after.u.AnonKB)
+	m["peak_anon_above_idle_kb"] = float64(ph.peakKB)
+	m["idle_vmrss_kb"] = float64(ph.idle.RSSKB) // for information; not gated
+	m["vmrss_after_kb"] = float64(after.u.RSSKB)
 	if mb > 0 {
 		m["cpu_ms_per_mb"] = ms(after.u.CPU-ph.before.u.CPU) / mb
 		if ph.before.allocsOK && after.allocsOK {
@@ -262,7 +265,8 @@ func certRotation(ctx context.Context, e *env) (map[string]float64, []time.Durat
 		return nil, nil, fmt.Errorf("a stand-in got no rotated certificate in %v (per stand-in: %v)", window, per)
 	}
 	return map[string]float64{"rotations_min": float64(least), "ca_requests": float64(e.cp.CA.Requests()),
-		"cpu_ms_per_s": ms(after.u.CPU-before.u.CPU) / window.Seconds(), "rss_kb": float64(after.u.RSSKB)}, nil, nil
+		"cpu_ms_per_s": ms(after.u.CPU-before.u.CPU) / window.Seconds(), "anon_kb": float64(after.u.AnonKB),
+		"pss_kb": float64(after.u.PssKB), "vmrss_kb": float64(after.u.RSSKB)}, nil, nil
 }
 
 // istiodRestart restarts the control plane under a ready pod and measures how long until a

@@ -45,7 +45,7 @@ func Markdown(rep *Report, s *Summary, command string) string {
 	if rep.Binary {
 		fmt.Fprintf(&b, "Start-up figures compare unlike things: the binary renders the bootstrap and execs the "+
 			"stand-in itself, while the harness starts the reference's stand-in once its sockets listen. The reference "+
-			"child links Wingman's SDS too, so its RSS is not that of Istio's agent (which also runs more); memory ratios "+
+			"child links Wingman's SDS too, so its memory is not that of Istio's agent (which also runs more); memory ratios "+
 			"therefore flatter the reference.\n\n")
 	}
 	fmt.Fprintf(&b, "Control plane: go-control-plane's xDS server (LinearCache per type, Delta xDS) and an "+
@@ -132,10 +132,13 @@ const glossary = `## Figures
 - cpu_ms_per_mb: agent CPU time (all threads, /proc/<pid>/task/*/schedstat) per MB received by
   the stand-ins; mallocs_per_mb and alloc_kb_per_mb: Go heap allocations in the agent per MB
   (runtime memstats over expvar; the agent child only).
-- idle_rss_kb, rss_after_kb: VmRSS; idle_anon_kb: its anonymous part (RssAnon: heap and
-  stacks; the rest is the mapped binary and libraries); *_pss_*: proportional set size
-  (/proc/<pid>/smaps_rollup), which splits pages shared between agents (the binary) among them; peak_above_idle_kb: VmHWM after each push (reset with
-  /proc/<pid>/clear_refs before it) minus the RSS before the pushes.
+- Memory is judged by anonymous memory and PSS. *_anon_*: RssAnon (heap and stacks);
+  *_pss_*: proportional set size (/proc/<pid>/smaps_rollup), which splits pages shared
+  between agents (the binary) among them; peak_anon_above_idle_kb: the anonymous memory at
+  the peak of each push (VmHWM, reset with /proc/<pid>/clear_refs before it, less the
+  file-backed pages resident after it) minus RssAnon before the pushes.
+- *_vmrss_*: VmRSS, for information only (no gate or target reads it): it counts the binary's
+  mapped pages, which the kernel drops and faults back at will and agents on a node share.
 - upstream_conns: TLS connections the control plane accepted (xDS and CA).
 - slow_envoy: the stand-in pauses 300ms before each read while 4 MB pushes arrive 50ms apart;
   the control plane itself waits for ACKs, so "delivered" counts the versions that reached Envoy.

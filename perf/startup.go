@@ -58,8 +58,9 @@ func startup(ctx context.Context, e *env) (map[string]float64, []time.Duration, 
 		return nil, nil, fmt.Errorf("read idle usage: %w", err)
 	}
 	m["first_cert_ms"] = ms(cert)
-	m["early_rss_kb"] = float64(early.RSSKB)
 	m["early_anon_kb"] = float64(early.AnonKB)
+	m["early_pss_kb"] = float64(early.PssKB)
+	m["early_vmrss_kb"] = float64(early.RSSKB) // for information; not gated
 	m["startup_cpu_ms"] = ms(early.CPU)
 	// An idle agent's runtime collects at least every two minutes, and whether its first
 	// collection has run by a reading moves RssAnon by ~0.8 MiB (GC metadata) and brings back
@@ -75,9 +76,9 @@ func startup(ctx context.Context, e *env) (map[string]float64, []time.Duration, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("read idle usage: %w", err)
 	}
-	m["idle_rss_kb"] = float64(pr.u.RSSKB)
 	m["idle_anon_kb"] = float64(pr.u.AnonKB)
 	m["idle_pss_kb"] = float64(pr.u.PssKB)
+	m["idle_vmrss_kb"] = float64(pr.u.RSSKB) // for information; not gated
 	return m, nil, nil
 }
 

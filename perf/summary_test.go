@@ -60,11 +60,11 @@ func TestGateFailsOnRegression(t *testing.T) {
 	if len(fails) != 2 || !strings.Contains(fails[0], "cpu_ms_per_mb") || !strings.Contains(fails[1], "mallocs_per_mb") {
 		t.Errorf("regressions gave %q, want one failure each for the ratio and the budget", fails)
 	}
-	base = &Baseline{Tolerance: 0.25, Ratios: map[string]float64{"large_4mb.idle_rss_kb": 1}}
+	base = &Baseline{Tolerance: 0.25, Ratios: map[string]float64{"large_4mb.idle_anon_kb": 1}}
 	if fails := base.Check(s); len(fails) != 1 || !strings.Contains(fails[0], "no ratio") {
 		t.Errorf("a gated figure missing from a scenario that ran gave %q, want a failure", fails)
 	}
-	base = &Baseline{Ratios: map[string]float64{"dense.idle_rss_total_kb": 1}}
+	base = &Baseline{Ratios: map[string]float64{"dense.idle_pss_total_kb": 1}}
 	if fails := base.Check(s); len(fails) != 0 {
 		t.Errorf("a scenario that did not run gave %q, want it skipped", fails)
 	}
@@ -77,7 +77,10 @@ func TestLoadBaselineRejectsBadInput(t *testing.T) {
 		"negative ratio":    `{"ratios": {"a.b": -1}}`,
 		"budget not allocs": `{"budgets": {"large_4mb.p50_ms": 3}}`,
 		"bad tolerance":     `{"tolerance": -1}`,
-		"memory not in KiB": `{"memory": {"startup.idle_rss": 3}}`,
+		"memory not in KiB": `{"memory": {"startup.idle_anon": 3}}`,
+		"VmRSS memory gate": `{"memory": {"startup.idle_vmrss_kb": 3}}`,
+		"VmRSS ratio gate":  `{"ratios": {"dense.idle_vmrss_total_kb": 1}}`,
+		"VmHWM memory gate": `{"memory": {"dense.push_vmhwm_total_kb": 3}}`,
 		"bad memory tol.":   `{"memory_tolerance": -1}`,
 		"not json":          `tolerance: 1`,
 	} {

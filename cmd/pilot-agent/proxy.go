@@ -21,6 +21,7 @@ import (
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/platform"
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 	"github.com/wingman-mesh/wingman/supervisor"
+	"github.com/wingman-mesh/wingman/transport/istiod"
 )
 
 // proxyFlags are Istio's `proxy` flags (app/cmd.go addFlags).
@@ -224,23 +225,16 @@ func resolveAgent(ctx context.Context, shutdown context.CancelFunc, pf *proxyFla
 		log:         log, shutdown: shutdown}, nil
 }
 
-// fipsPolicy reports whether COMPLIANCE_POLICY is fips-140-2, for which Istio's bootstrap sets the
-// runtime flag envoy.reloadable_features.google_grpc_disable_tls_13 (pkg/bootstrap,
-// extractRuntimeFlags); fips-140-3 allows TLS 1.3.
-func fipsPolicy(policy string) bool { return policy == "fips-140-2" }
-
-// envoyCipherSuites is the GRPC_SSL_CIPHER_SUITES Istio's agent gives Envoy for its google_grpc
-// clients under COMPLIANCE_POLICY (pkg/envoy/proxy.go, Run): the FIPS TLS 1.2 suites for
-// fips-140-2, the AES-GCM TLS 1.3 suites for fips-140-3, nothing otherwise.
-func envoyCipherSuites(policy string) string {
-	switch policy {
-	case "fips-140-2":
-		return "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384"
-	case "fips-140-3":
-		return "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256"
-	}
-	return ""
+// compliance is what COMPLIANCE_POLICY asks of Envoy and the agent, as transport/istiod spells
+// out the policies; options.Parse has refused any name that package does not know, so the
+// zero Compliance (no policy) is only ever returned for "".
+func compliance(policy string) istiod.Compliance {
+	c, _ := istiod.CompliancePolicy(policy)
+	return c
 }
+
+// fipsPolicy reports whether COMPLIANCE_POLICY keeps Envoy's google_grpc on TLS 1.2.
+func fipsPolicy(policy string) bool { return compliance(policy).GoogleGRPCTLS12Only }
 
 // parts are the agent's services, Envoy last, and Envoy's supervisor (nil without Envoy).
 type parts struct {
@@ -338,7 +332,7 @@ func (a *agent) supervisorConfig(sio stdio) supervisor.Config {
 		}
 	}
 	envoyEnv := env.Environ
-	if suites := envoyCipherSuites(env.CompliancePolicy); suites != "" {
+	if suites := compliance(env.CompliancePolicy).EnvoyCipherSuites; suites != "" {
 		envoyEnv = append(envoyEnv[:len(envoyEnv):len(envoyEnv)], "GRPC_SSL_CIPHER_SUITES="+suites)
 	}
 	if envoyEnv == nil {

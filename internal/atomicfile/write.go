@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Options tune Write.
@@ -15,6 +16,15 @@ type Options struct {
 	DirMode os.FileMode
 	// Sync flushes the data to disk before the rename (for files that must survive a crash).
 	Sync bool
+	// ExactDirMode sets the parent directory's mode to DirMode even when it exists or the
+	// umask trimmed it (for a tree another user, such as Envoy, must read).
+	ExactDirMode bool
+}
+
+// IsTemp reports whether a file name is one of Write's temporary names, which a crash during a
+// write may leave behind.
+func IsTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
 }
 
 // Write replaces path with data, mode mode (set explicitly, whatever the umask). The temporary
@@ -26,6 +36,11 @@ func Write(path string, data []byte, mode os.FileMode, o Options) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, o.DirMode); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if o.ExactDirMode {
+		if err := os.Chmod(dir, o.DirMode); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {

@@ -27,6 +27,16 @@ func TestWrite(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("temporary files left: %v", entries)
 	}
+	// ExactDirMode sets an existing directory's mode, whatever it was.
+	if err := Write(path, []byte("second, longer"), 0o640, Options{DirMode: 0o750, ExactDirMode: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(filepath.Dir(path)); st.Mode().Perm() != 0o750 {
+		t.Errorf("dir mode %v with ExactDirMode, want 0750", st.Mode().Perm())
+	}
+	if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	// A failed write leaves the old file and no temporary file.
 	if err := os.Chmod(filepath.Dir(path), 0o500); err != nil {
 		t.Fatal(err)
@@ -38,6 +48,24 @@ func TestWrite(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(path); string(b) != "second, longer" {
 			t.Errorf("old content lost: %q", b)
+		}
+	}
+}
+
+// IsTemp names exactly the temporary files Write makes.
+func TestIsTemp(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.CreateTemp(dir, ".module.wasm.tmp-*") // the pattern Write uses for module.wasm
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if !IsTemp(filepath.Base(f.Name())) {
+		t.Errorf("IsTemp(%q) = false", filepath.Base(f.Name()))
+	}
+	for _, name := range []string{"module.wasm", "a.tmp-1", ".hidden", "0123.json"} {
+		if IsTemp(name) {
+			t.Errorf("IsTemp(%q) = true", name)
 		}
 	}
 }

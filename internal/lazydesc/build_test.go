@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,11 +20,42 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// embeddedSets are the descriptor sets the binary embeds and builds with this package.
+// embeddedSets are the descriptor sets the binary embeds and builds with this package: meshapi's
+// two, cache's Wasm filters and bootstrap/envoyproto's.
 var embeddedSets = []string{
-	"../meshapi/mesh.pb.gz",
+	"../../meshconfig/meshapi/mesh.pb.gz",
+	"../../meshconfig/meshapi/proxy.pb.gz",
 	"../../cache/wasm.pb.gz",
 	"../../bootstrap/envoyproto/envoy.pb.gz",
+}
+
+// TestEmbeddedSetsListed: every descriptor set in the module (*.pb.gz) is in embeddedSets, so
+// that TestBuildMatchesProtodesc checks each one the binary builds.
+func TestEmbeddedSetsListed(t *testing.T) {
+	var found []string
+	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".pb.gz") {
+			found = append(found, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range found {
+		if !slices.Contains(embeddedSets, p) {
+			t.Errorf("%s is not in embeddedSets", p)
+		}
+	}
+	if len(found) != len(embeddedSets) {
+		t.Errorf("found %v, embeddedSets lists %v", found, embeddedSets)
+	}
 }
 
 // TestBuildMatchesProtodesc: for every embedded set, each file built here describes exactly the

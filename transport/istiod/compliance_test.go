@@ -3,6 +3,7 @@ package istiod
 import (
 	"crypto/tls"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +61,34 @@ func TestCompliancePolicy(t *testing.T) {
 	}
 	if _, err := TLSConfig(Config{CompliancePolicy: "fips-9000", RootCAFile: ""}); err == nil {
 		t.Fatal("unknown policy accepted")
+	}
+}
+
+// TestCompliancePolicyForEnvoy: what Envoy gets per COMPLIANCE_POLICY, as Istio's agent gives it
+// (pkg/envoy/proxy.go Run: GRPC_SSL_CIPHER_SUITES; pkg/bootstrap extractRuntimeFlags: the
+// google_grpc TLS 1.3 switch for fips-140-2 only).
+func TestCompliancePolicyForEnvoy(t *testing.T) {
+	for _, tc := range []struct {
+		policy, suites string
+		tls12Only      bool
+	}{
+		{"", "", false},
+		{"fips-140-2", "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384", true},
+		{"fips-140-3", "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256", false},
+		{"pqc", "", false},
+	} {
+		c, err := CompliancePolicy(tc.policy)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.policy, err)
+		}
+		if c.EnvoyCipherSuites != tc.suites {
+			t.Errorf("%q: GRPC_SSL_CIPHER_SUITES %q, want %q", tc.policy, c.EnvoyCipherSuites, tc.suites)
+		}
+		if c.GoogleGRPCTLS12Only != tc.tls12Only {
+			t.Errorf("%q: google_grpc_disable_tls_13 %v, want %v", tc.policy, c.GoogleGRPCTLS12Only, tc.tls12Only)
+		}
+	}
+	if _, err := CompliancePolicy("fips-9000"); err == nil || !strings.Contains(err.Error(), "fips-9000") {
+		t.Errorf("unknown policy: %v, want an error naming it", err)
 	}
 }
