@@ -404,7 +404,7 @@ func (s *h2stream) send(pieces [][]byte, end bool) bool {
 	return true
 }
 
-// statusOf is the receiver's view of the response: HTTP status and headers, trailers.
+// response is the receiver's view of the response: HTTP status and headers, trailers.
 func (s *h2stream) response() (code int, header, trailer http.Header) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

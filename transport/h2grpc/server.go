@@ -3,6 +3,7 @@ package h2grpc
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"strconv"
@@ -31,7 +32,16 @@ type ServerConfig struct {
 	// KeepaliveTimeout: the connection is closed when the ping is not answered within it (0
 	// there means 15 s, as Go's HTTP/2 server). 0: no pings.
 	KeepaliveTime, KeepaliveTimeout time.Duration
+	// PrefaceTimeout bounds the wait for a new connection's client preface. 0: 10 s, as Go's
+	// HTTP/2 server (x/net/http2 server.go prefaceTimeout).
+	PrefaceTimeout time.Duration
+	// Logger receives what the server cannot report to a caller: a handler's panic, with its
+	// stack. nil: discarded.
+	Logger *slog.Logger
 }
+
+// defaultPrefaceTimeout is Go's HTTP/2 server's wait for the client preface.
+const defaultPrefaceTimeout = 10 * time.Second
 
 // defaultMaxStreams is Go's HTTP/2 server default (x/net/http2 server.go), which this server
 // had when it ran on net/http; its ping timeout is the client's defaultPingTimeout, the same 15 s.
@@ -63,11 +73,18 @@ type Server struct {
 
 // NewServer makes a server for routes, keyed by full method path ("/package.Service/Method");
 // a request for any other path gets Unimplemented, as from grpc-go. A bad cfg makes Serve fail
-// naming the setting.
-func NewServer(cfg ServerConfig, routes map[string]Handler) *Server {
+// naming the setting. Every stream's context derives from ctx: its end cancels them all, as
+// Stop does (Stop is still needed to close listeners and connections).
+func NewServer(ctx context.Context, cfg ServerConfig, routes map[string]Handler) *Server {
 	s := &Server{cfg: cfg, routes: routes, listeners: map[net.Listener]struct{}{}, conns: map[*serverConn]struct{}{}}
 	s.idle.L = &s.mu
-	s.ctx, s.cancel = context.WithCancel(context.Background()) //nolint:contextcheck // Stop ends it; Serve has no context
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	if s.cfg.PrefaceTimeout == 0 {
+		s.cfg.PrefaceTimeout = defaultPrefaceTimeout
+	}
+	if s.cfg.Logger == nil {
+		s.cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	if s.cfg.MaxRecvMsgBytes == 0 {
 		s.cfg.MaxRecvMsgBytes = defaultMaxRecvMsg
 	}
@@ -88,6 +105,8 @@ func NewServer(cfg ServerConfig, routes map[string]Handler) *Server {
 		s.cfgErr = fmt.Errorf("h2grpc: server MaxRecvMsgBytes %d out of range 0..%d", cfg.MaxRecvMsgBytes, uint64(math.MaxUint32))
 	case s.cfg.MaxConcurrentStreams < 0 || s.cfg.MaxConcurrentStreams > math.MaxUint32:
 		s.cfgErr = fmt.Errorf("h2grpc: server MaxConcurrentStreams %d out of range", cfg.MaxConcurrentStreams)
+	case s.cfg.PrefaceTimeout < 0:
+		s.cfgErr = fmt.Errorf("h2grpc: server PrefaceTimeout %v negative", cfg.PrefaceTimeout)
 	case s.cfg.KeepaliveTime < 0 || s.cfg.KeepaliveTimeout < 0:
 		s.cfgErr = fmt.Errorf("h2grpc: server keepalive time %v or timeout %v negative", cfg.KeepaliveTime, cfg.KeepaliveTimeout)
 	default:

@@ -21,10 +21,6 @@ const (
 	maxFrameDefault = 16384
 )
 
-// prefaceTimeout bounds the wait for a new connection's client preface, as Go's HTTP/2 server
-// does (x/net/http2 server.go prefaceTimeout).
-var prefaceTimeout = 10 * time.Second
-
 // errConnClosed ends the streams of a connection that is gone.
 var errConnClosed = errors.New("connection closed")
 
@@ -103,9 +99,9 @@ const maxHeaderList = 1 << 20
 // serve runs the connection until it ends, then ends every stream and waits for its handlers.
 func (sc *serverConn) serve() {
 	defer sc.shutdown()
-	// A client has prefaceTimeout to open with the preface (Go's HTTP/2 server allows 10 s).
+	// A client has PrefaceTimeout to open with the preface (Go's HTTP/2 server allows 10 s).
 	var preface [len(http2.ClientPreface)]byte
-	sc.nc.SetReadDeadline(time.Now().Add(prefaceTimeout))
+	sc.nc.SetReadDeadline(time.Now().Add(sc.s.cfg.PrefaceTimeout))
 	if _, err := io.ReadFull(sc.br, preface[:]); err != nil || string(preface[:]) != http2.ClientPreface {
 		return // not HTTP/2 with prior knowledge
 	}

@@ -125,10 +125,7 @@ func TestServerClosesWithoutPreface(t *testing.T) {
 }
 
 func TestServerClosesSilentConnection(t *testing.T) {
-	old := prefaceTimeout
-	t.Cleanup(func() { prefaceTimeout = old }) // after the server's Stop (cleanups run last first)
-	prefaceTimeout = 50 * time.Millisecond
-	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: echoHandler})
+	_, path := startServer(t, ServerConfig{PrefaceTimeout: 50 * time.Millisecond}, map[string]Handler{testMethod: echoHandler})
 	c := dialRaw(t, path, false)
 	if n, err := c.nc.Read(make([]byte, 100)); err != io.EOF {
 		t.Fatalf("read %d bytes, %v; want the connection closed for want of a preface", n, err)

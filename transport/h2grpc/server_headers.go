@@ -1,9 +1,7 @@
 package h2grpc
 
 import (
-	"fmt"
 	"net/http"
-	"os"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -116,14 +114,14 @@ func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool)
 }
 
 // runHandler runs a stream's handler. A handler that panics ends its own stream with Internal
-// and the panic is printed with its stack, as net/http's server does: the agent is PID 1 of its
+// and the panic goes to the server's Logger with its stack, as net/http's server logs it: the agent is PID 1 of its
 // container, and one stream's bug must not take Envoy's xDS and SDS down with it.
 func (sc *serverConn) runHandler(s *ServerStream, h Handler, path string) {
 	defer sc.handlers.Done()
 	defer sc.s.handlerDone()
 	defer func() {
 		if v := recover(); v != nil {
-			fmt.Fprintf(os.Stderr, "h2grpc: panic serving %s: %v\n%s", path, v, debug.Stack())
+			sc.s.cfg.Logger.Error("h2grpc: panic serving", "method", path, "panic", v, "stack", string(debug.Stack()))
 			s.finish(status.Errorf(codes.Internal, "handler panic: %v", v))
 		}
 	}()
