@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -60,7 +61,10 @@ type serverConn struct {
 	connRecv    int64  // bytes the peer may still send on the connection
 	connUnacked int64  // bytes received and not yet granted back
 	goingAway   bool   // the peer sent GOAWAY
-	wuBuf       [4]byte
+	// answered are the streams answered before any handler (writeEarlyAbort) whose request is
+	// still coming: half-closed (local). They count against MAX_CONCURRENT_STREAMS.
+	answered map[uint32]*answeredStream
+	wuBuf    [4]byte
 
 	handlers  sync.WaitGroup // handler goroutines
 	keepalive sync.WaitGroup // the pinging goroutine
@@ -75,6 +79,7 @@ func newServerConn(s *Server, nc net.Conn) *serverConn {
 		br:          newConnReader(nc),
 		bw:          newConnWriter(nc),
 		streams:     map[uint32]*ServerStream{},
+		answered:    map[uint32]*answeredStream{},
 		connSend:    initialWindow,
 		peerInitWin: initialWindow,
 		connRecv:    int64(s.cfg.ConnWindow),
@@ -215,23 +220,47 @@ func (sc *serverConn) handle(f http2.Frame) (http2.ErrCode, bool) {
 		sc.noteWrite(sc.fr.WritePing(true, f.Data))
 		sc.unlockWrite()
 	case *http2.RSTStreamFrame:
-		if f.StreamID > sc.lastStream {
+		if sc.idle(f.StreamID) {
 			return http2.ErrCodeProtocol, false // RST_STREAM on an idle stream (section 6.4)
 		}
+		delete(sc.answered, f.StreamID)
 		sc.endStream(f.StreamID)
+	case *http2.PriorityFrame:
+		if f.StreamID == f.StreamDep {
+			sc.streamFailed(f.StreamID, http2.ErrCodeProtocol) // section 5.3.1: depends on itself
+		}
 	case *http2.GoAwayFrame:
 		// The client opens no more streams; those open run to their end.
 		sc.goingAway = true
 	case *http2.PushPromiseFrame:
 		return http2.ErrCodeProtocol, false // a client cannot push (section 8.4)
 	}
-	// PRIORITY and unknown frame types are ignored (sections 5.3.2, 5.5).
+	// PRIORITY and unknown frame types are otherwise ignored (sections 5.3.2, 5.5).
 	return 0, true
 }
 
+// answeredStream is a stream answered before any handler whose request is still coming: its
+// frames are checked as an open stream's and discarded.
+type answeredStream struct {
+	sendWin    int64 // only checked for overflow (section 6.9.1): nothing more is sent
+	contentLen int64 // the request's content-length, -1 when it has none
+	got        int64 // DATA payload received
+}
+
+// idle reports whether id names a stream in the idle state (RFC 9113 section 5.1): one the
+// client has not opened yet, or an even one (the server pushes none).
+func (sc *serverConn) idle(id uint32) bool {
+	return id != 0 && (id%2 == 0 || id > sc.lastStream)
+}
+
+// stream returns the open stream id, or nil: a stream reset by either side is closed (RFC
+// 9113 section 5.1) though its handler may not have returned yet.
 func (sc *serverConn) stream(id uint32) *ServerStream {
 	sc.mu.Lock()
 	s := sc.streams[id]
+	if s != nil && s.reset {
+		s = nil
+	}
 	sc.mu.Unlock()
 	return s
 }
@@ -278,15 +307,27 @@ func (sc *serverConn) onSettings(f *http2.SettingsFrame) (http2.ErrCode, bool) {
 		switch st.ID {
 		case http2.SettingInitialWindowSize:
 			// Section 6.9.2: the change applies to every open stream's send window, which
-			// may become negative.
+			// may become negative; one taken past 2^31-1 is a connection FLOW_CONTROL_ERROR.
 			sc.mu.Lock()
 			delta := int64(st.Val) - sc.peerInitWin
 			sc.peerInitWin = int64(st.Val)
 			for _, s := range sc.streams {
 				s.sendWin += delta
+				if s.sendWin > math.MaxInt32 {
+					code, ok = http2.ErrCodeFlowControl, false
+				}
 			}
 			sc.cond.Broadcast()
 			sc.mu.Unlock()
+			for _, a := range sc.answered {
+				a.sendWin += delta
+				if a.sendWin > math.MaxInt32 {
+					code, ok = http2.ErrCodeFlowControl, false
+				}
+			}
+			if !ok {
+				return http2.ConnectionError(code)
+			}
 		case http2.SettingMaxFrameSize:
 			sc.peerMaxFrame.Store(st.Val)
 		case http2.SettingHeaderTableSize:

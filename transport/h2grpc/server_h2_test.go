@@ -153,6 +153,137 @@ func TestServerPingAck(t *testing.T) {
 	})
 }
 
+// headers sends a header block of fields (name, value pairs) on stream id.
+func (c *rawClient) headers(id uint32, endStream bool, fields ...string) {
+	c.t.Helper()
+	c.hbuf.Reset()
+	for i := 0; i < len(fields); i += 2 {
+		c.enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: endStream, EndHeaders: true}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// TestServerStreamStates: frames in the wrong stream state get the errors RFC 9113 section
+// 5.1 (and 8.1 for trailers) gives them, stream errors leaving the connection up; the codes
+// are those x/net/http2's server gives (server.go processData, processHeaders,
+// processWindowUpdate, processPriority), which h2spec accepts.
+func TestServerStreamStates(t *testing.T) {
+	pingOK := func(c *rawClient) {
+		c.t.Helper()
+		c.fr.WritePing(false, [8]byte{7})
+		c.next("PING ack", func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && p.IsAck() })
+	}
+	connErr := func(c *rawClient, want http2.ErrCode) {
+		c.t.Helper()
+		if ga := c.waitClosed(); ga == nil || ga.ErrCode != want {
+			c.t.Fatalf("GOAWAY %+v, want %v", ga, want)
+		}
+	}
+	t.Run("DATA on a stream the client reset", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, false)
+		c.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+		c.fr.WriteData(1, false, []byte{0})
+		c.next("RST_STREAM STREAM_CLOSED", isRST(1, http2.ErrCodeStreamClosed))
+		pingOK(c)
+	})
+	t.Run("DATA after END_STREAM", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, true)
+		c.fr.WriteData(1, false, []byte{0})
+		c.next("RST_STREAM STREAM_CLOSED", isRST(1, http2.ErrCodeStreamClosed))
+	})
+	t.Run("HEADERS after END_STREAM", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, true)
+		c.headers(1, true, "x-trailer", "1")
+		c.next("RST_STREAM STREAM_CLOSED", isRST(1, http2.ErrCodeStreamClosed))
+	})
+	t.Run("second HEADERS without END_STREAM", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, false)
+		c.headers(1, false, "x-trailer", "1")
+		c.next("RST_STREAM PROTOCOL_ERROR", isRST(1, http2.ErrCodeProtocol))
+		pingOK(c)
+	})
+	t.Run("pseudo-header in trailers", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, false)
+		c.headers(1, true, ":method", "POST")
+		c.next("RST_STREAM PROTOCOL_ERROR", isRST(1, http2.ErrCodeProtocol))
+	})
+	t.Run("HEADERS on a closed stream", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(3, false)
+		c.fr.WriteRSTStream(3, http2.ErrCodeCancel)
+		c.open(3, false)
+		connErr(c, http2.ErrCodeProtocol)
+	})
+	t.Run("stream id lower than the last", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(5, false)
+		c.open(3, false)
+		connErr(c, http2.ErrCodeProtocol)
+	})
+	t.Run("WINDOW_UPDATE on an idle stream", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.fr.WriteWindowUpdate(1, 1)
+		connErr(c, http2.ErrCodeProtocol)
+	})
+	t.Run("WINDOW_UPDATE on a closed stream", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, false)
+		c.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+		c.fr.WriteWindowUpdate(1, 1) // the peer may send it before it learns the stream ended
+		pingOK(c)
+	})
+	t.Run("PRIORITY depending on itself", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.fr.WritePriority(3, http2.PriorityParam{StreamDep: 3, Weight: 1})
+		c.next("RST_STREAM PROTOCOL_ERROR", isRST(3, http2.ErrCodeProtocol))
+		pingOK(c)
+	})
+	t.Run("HEADERS depending on itself", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.hbuf.Reset()
+		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", testMethod}, {"content-type", "application/grpc"}} {
+			c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.hbuf.Bytes(), EndHeaders: true, Priority: http2.PriorityParam{StreamDep: 1, Weight: 1}})
+		c.next("RST_STREAM PROTOCOL_ERROR", isRST(1, http2.ErrCodeProtocol))
+	})
+	t.Run("INITIAL_WINDOW_SIZE takes a window past 2^31-1", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, false)
+		c.fr.WriteWindowUpdate(1, 1<<31-1-initialWindow) // the stream's send window at 2^31-1
+		c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: initialWindow + 1})
+		connErr(c, http2.ErrCodeFlowControl) // section 6.9.2
+	})
+	t.Run("content-length disagrees with DATA", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		// Not gRPC: answered at once (415), the body still checked.
+		c.headers(1, false, ":method", "POST", ":scheme", "http", ":path", "/", "content-length", "2")
+		c.fr.WriteData(1, true, []byte{0})
+		c.next("RST_STREAM PROTOCOL_ERROR", isRST(1, http2.ErrCodeProtocol))
+		pingOK(c)
+	})
+}
+
 func TestServerRefusesStreamsOverTheLimit(t *testing.T) {
 	_, path := startServer(t, ServerConfig{MaxConcurrentStreams: 1}, map[string]Handler{testMethod: blockHandler})
 	c := dialRaw(t, path, true)
@@ -164,7 +295,7 @@ func TestServerRefusesStreamsOverTheLimit(t *testing.T) {
 		v, ok := s.Value(http2.SettingMaxConcurrentStreams)
 		return ok && v == 1
 	})
-	c.open(1, false)
+	c.open(1, true) // half-closed (remote): it counts until the handler ends it
 	c.open(3, false)
 	c.next("RST_STREAM REFUSED_STREAM on stream 3", isRST(3, http2.ErrCodeRefusedStream))
 }
@@ -244,6 +375,7 @@ func TestServerHonoursPeerWindow(t *testing.T) {
 	if got != 0 {
 		t.Fatalf("%d bytes of DATA with a window of 0", got)
 	}
+	c.fr.WritePriority(1, http2.PriorityParam{Weight: 7}) // accepted on a half-closed (remote) stream
 	c.fr.WriteWindowUpdate(1, 7)
 	c.next("7 bytes of DATA", func(f http2.Frame) bool {
 		count(f)

@@ -132,17 +132,22 @@ func (sc *serverConn) writeReset(id uint32, code http2.ErrCode) {
 }
 
 // writeEarlyAbort answers a stream that never reaches a handler: a trailers-only response
-// with the given HTTP status, as grpc-go's writeEarlyAbort; then, when the request is not
-// complete, RST_STREAM NO_ERROR (RFC 9113 section 8.1: the server needs no more of it).
-func (sc *serverConn) writeEarlyAbort(id uint32, httpStatus int, st *status.Status, requestEnded bool) {
+// with the given HTTP status, as grpc-go's writeEarlyAbort. A request not yet complete stays
+// half-closed (local) in sc.answered: its frames are checked and discarded as x/net's server
+// does while its handler drains a body (grpc-go resets it with NO_ERROR instead, after which
+// RFC 9113 section 5.4.2 has the peer's frames ignored unchecked). Reader goroutine only.
+func (sc *serverConn) writeEarlyAbort(id uint32, httpStatus int, st *status.Status, requestEnded bool, contentLen int64) {
 	sc.lockWrite()
 	sc.hbuf.Reset()
 	sc.encodeField(":status", strconv.Itoa(httpStatus))
 	sc.encodeField("content-type", "application/grpc")
 	sc.encodeStatus(st)
 	sc.writeHeaderBlock(id, true)
-	if !requestEnded {
-		sc.noteWrite(sc.fr.WriteRSTStream(id, http2.ErrCodeNo))
-	}
 	sc.unlockWrite()
+	if !requestEnded {
+		sc.mu.Lock()
+		win := sc.peerInitWin
+		sc.mu.Unlock()
+		sc.answered[id] = &answeredStream{sendWin: win, contentLen: contentLen}
+	}
 }
