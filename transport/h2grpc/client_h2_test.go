@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -673,4 +674,123 @@ func TestClientWindowOverflow(t *testing.T) {
 		g, ok := f.(*http2.GoAwayFrame)
 		return ok && g.ErrCode == http2.ErrCodeFlowControl
 	})
+}
+
+// goAwayCode reads until the client's GOAWAY and returns its code.
+func (c *rawConn) goAwayCode(t *testing.T) http2.ErrCode {
+	t.Helper()
+	c.nc.SetReadDeadline(time.Now().Add(30 * time.Second)) // a failsafe, not the evidence
+	var code http2.ErrCode
+	c.next(t, func(f http2.Frame) bool {
+		g, ok := f.(*http2.GoAwayFrame)
+		if ok {
+			code = g.ErrCode
+		}
+		return ok
+	})
+	return code
+}
+
+// TestClientSettingsFirst: the server's preface is a SETTINGS frame (RFC 9113 section 3.4);
+// any other first frame is a connection PROTOCOL_ERROR and the stream fails.
+func TestClientSettingsFirst(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	c, err := NewClient(ClientConfig{Address: lis.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opened := make(chan error, 1)
+	var s *ClientStream
+	go func() {
+		var err error
+		s, err = c.Open(testCtx(t), testMethod)
+		opened <- err
+	}()
+	nc, err := lis.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := io.ReadFull(nc, make([]byte, len(http2.ClientPreface))); err != nil {
+		t.Fatal(err)
+	}
+	bw := bufio.NewWriter(nc)
+	rc := &rawConn{nc: nc, bw: bw, fr: http2.NewFramer(bw, bufio.NewReader(nc))}
+	rc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	rc.fr.WritePing(false, [8]byte{1}) // not SETTINGS
+	bw.Flush()
+	if code := rc.goAwayCode(t); code != http2.ErrCodeProtocol {
+		t.Fatalf("GOAWAY %v, want PROTOCOL_ERROR", code)
+	}
+	if err := <-opened; err == nil {
+		_, err = s.RecvMsgHeader()
+		if status.Code(err) != codes.Internal && status.Code(err) != codes.Unavailable {
+			t.Fatalf("stream on a connection whose server sent no SETTINGS: %v", err)
+		}
+		s.Close()
+	}
+}
+
+// TestClientInitialWindowOverflow: SETTINGS_INITIAL_WINDOW_SIZE that takes an open stream's
+// send window past 2^31-1 is a connection FLOW_CONTROL_ERROR (RFC 9113 section 6.9.2).
+func TestClientInitialWindowOverflow(t *testing.T) {
+	p := startRawPeer(t)
+	c := clientOfRawPeer(t, p, ClientConfig{})
+	s, err := c.Open(testCtx(t), testMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rc := p.accept(t)
+	id := rc.headers(t)
+	rc.fr.WriteWindowUpdate(id, 1<<31-1-initialWindow) // the stream's window at 2^31-1
+	rc.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: initialWindow + 1})
+	rc.bw.Flush()
+	if code := rc.goAwayCode(t); code != http2.ErrCodeFlowControl {
+		t.Fatalf("GOAWAY %v, want FLOW_CONTROL_ERROR", code)
+	}
+	if _, err := s.RecvMsgHeader(); status.Code(err) != codes.Internal {
+		t.Fatalf("stream after the protocol error: %v, want Internal", err)
+	}
+}
+
+// TestClientFramesOnIdleStreams: a server may not name a stream the client never opened
+// (RFC 9113 section 5.1, idle): DATA, HEADERS, RST_STREAM or WINDOW_UPDATE on one, or on an
+// even id, is a connection PROTOCOL_ERROR.
+func TestClientFramesOnIdleStreams(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(rc *rawConn, id uint32)
+	}{
+		{"DATA", func(rc *rawConn, id uint32) { rc.fr.WriteData(id, false, []byte{0}) }},
+		{"HEADERS", func(rc *rawConn, id uint32) {
+			rc.writeHeaders(id, false, ":status", "200", "content-type", "application/grpc")
+		}},
+		{"RST_STREAM", func(rc *rawConn, id uint32) { rc.fr.WriteRSTStream(id, http2.ErrCodeCancel) }},
+		{"WINDOW_UPDATE", func(rc *rawConn, id uint32) { rc.fr.WriteWindowUpdate(id, 1) }},
+	} {
+		for _, offset := range []uint32{1, 2} { // the next odd id, an even id
+			t.Run(fmt.Sprintf("%s/+%d", tc.name, offset), func(t *testing.T) {
+				p := startRawPeer(t)
+				c := clientOfRawPeer(t, p, ClientConfig{})
+				s, err := c.Open(testCtx(t), testMethod)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				rc := p.accept(t)
+				id := rc.headers(t)
+				tc.write(rc, id+offset)
+				rc.bw.Flush()
+				if code := rc.goAwayCode(t); code != http2.ErrCodeProtocol {
+					t.Fatalf("GOAWAY %v, want PROTOCOL_ERROR", code)
+				}
+			})
+		}
+	}
 }
