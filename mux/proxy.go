@@ -110,7 +110,9 @@ func (p *Proxy) newServer(ctx context.Context) *h2grpc.Server {
 		ConnWindow:           connWindow,
 		KeepaliveTime:        d.KeepaliveTime,
 		KeepaliveTimeout:     d.KeepaliveTimeout,
-		Logger:               p.cfg.Logger,
+		// Istio's enforcement policy (pilot/pkg/grpc/grpc.go ServerOptions): MinTime Time/2.
+		PingMinTime: d.KeepaliveTime / 2,
+		Logger:      p.cfg.Logger,
 	}, map[string]h2grpc.Handler{
 		sotwMethod:  func(ss *h2grpc.ServerStream) error { return p.serve(ss, sotw{}) },
 		deltaMethod: func(ss *h2grpc.ServerStream) error { return p.serve(ss, deltaProto{}) },

@@ -46,6 +46,7 @@ type serverConn struct {
 	hbuf         bytes.Buffer
 	dataHdr      [9]byte
 	werr         error         // first write error; under wmu
+	writeTimeout time.Duration // immutable: each write's deadline, 0 for none (lockWrite)
 	peerMaxFrame atomic.Uint32 // the peer's SETTINGS_MAX_FRAME_SIZE
 
 	mu          sync.Mutex // guards the fields below and every stream's send window
@@ -63,13 +64,18 @@ type serverConn struct {
 	goingAway   bool   // the peer sent GOAWAY
 	// answered are the streams answered before any handler (writeEarlyAbort) whose request is
 	// still coming: half-closed (local). They count against MAX_CONCURRENT_STREAMS.
-	answered map[uint32]*answeredStream
-	wuBuf    [4]byte
+	answered    map[uint32]*answeredStream
+	wuBuf       [4]byte
+	lastPingAt  time.Time // the client's last PING (ping policy, server_keepalive.go onPing)
+	pingStrikes int
 
 	handlers  sync.WaitGroup // handler goroutines
 	keepalive sync.WaitGroup // the pinging goroutine
 	activity  atomic.Bool    // a frame arrived since the keepalive goroutine last looked
-	pingAck   chan struct{}  // the reader -> keepalive: our PING was answered
+	// sentStreamFrame: HEADERS or DATA went out since the client's last PING (which clears
+	// its strikes, as grpc-go's resetPingStrikes).
+	sentStreamFrame atomic.Bool
+	pingAck         chan struct{} // the reader -> keepalive: our PING was answered
 }
 
 func newServerConn(s *Server, nc net.Conn) *serverConn {
@@ -84,6 +90,9 @@ func newServerConn(s *Server, nc net.Conn) *serverConn {
 		peerInitWin: initialWindow,
 		connRecv:    int64(s.cfg.ConnWindow),
 		pingAck:     make(chan struct{}, 1),
+	}
+	if s.cfg.KeepaliveTime > 0 {
+		sc.writeTimeout = s.cfg.KeepaliveTime + s.cfg.KeepaliveTimeout
 	}
 	sc.ctx, sc.cancel = context.WithCancel(s.ctx)
 	sc.cond.L = &sc.mu
@@ -190,8 +199,8 @@ func (sc *serverConn) shutdown() {
 // goAway tells the peer the connection ends for a protocol error; the caller then closes it.
 // The write has a deadline: a peer that does not read must not hold the reader.
 func (sc *serverConn) goAway(code http2.ErrCode) {
-	sc.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	sc.lockWrite()
+	sc.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	sc.noteWrite(sc.fr.WriteGoAway(sc.lastStream, code, nil))
 	sc.unlockWrite()
 }
@@ -216,9 +225,9 @@ func (sc *serverConn) handle(f http2.Frame) (http2.ErrCode, bool) {
 			}
 			return 0, true
 		}
-		sc.lockWrite()
-		sc.noteWrite(sc.fr.WritePing(true, f.Data))
-		sc.unlockWrite()
+		if !sc.onPing(f.Data) {
+			return 0, false // GOAWAY ENHANCE_YOUR_CALM already sent
+		}
 	case *http2.RSTStreamFrame:
 		if sc.idle(f.StreamID) {
 			return http2.ErrCodeProtocol, false // RST_STREAM on an idle stream (section 6.4)

@@ -454,3 +454,81 @@ func TestServerKeepaliveAnswered(t *testing.T) {
 		c.fr.WritePing(true, f.(*http2.PingFrame).Data)
 	}
 }
+
+// TestServerPingFlood: grpc-go's server ping policy with its defaults (no stream open, no
+// PermitPingWithoutStream: a ping within 2 h of the last is a strike; the third strike ends it):
+// PINGs 1-3 are answered, the 4th gets GOAWAY ENHANCE_YOUR_CALM "too_many_pings" and the
+// connection closes (grpc-go http2_server.go handlePing).
+func TestServerPingFlood(t *testing.T) {
+	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: echoHandler})
+	c := dialRaw(t, path, true)
+	for i := byte(1); i <= 3; i++ {
+		c.fr.WritePing(false, [8]byte{i})
+		c.next("PING ack", func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && p.IsAck() && p.Data[0] == i })
+	}
+	c.fr.WritePing(false, [8]byte{4})
+	var code http2.ErrCode
+	var debug string
+	c.next("GOAWAY", func(f http2.Frame) bool {
+		g, ok := f.(*http2.GoAwayFrame)
+		if ok {
+			code, debug = g.ErrCode, string(g.DebugData())
+		}
+		return ok
+	})
+	if code != http2.ErrCodeEnhanceYourCalm || debug != "too_many_pings" {
+		t.Fatalf("GOAWAY %v %q, want ENHANCE_YOUR_CALM \"too_many_pings\"", code, debug)
+	}
+	c.waitClosed()
+}
+
+// TestServerPingPolicyPermits: pings no sooner than PingMinTime apart, with streams or
+// PermitPingWithoutStream, are no strikes: ten are answered and the connection lives.
+func TestServerPingPolicyPermits(t *testing.T) {
+	_, path := startServer(t, ServerConfig{PingMinTime: time.Nanosecond, PermitPingWithoutStream: true}, map[string]Handler{testMethod: echoHandler})
+	c := dialRaw(t, path, true)
+	for i := byte(1); i <= 10; i++ {
+		c.fr.WritePing(false, [8]byte{i})
+		c.next("PING ack", func(f http2.Frame) bool {
+			if g, ok := f.(*http2.GoAwayFrame); ok {
+				t.Fatalf("GOAWAY %v after %d pings", g.ErrCode, i)
+			}
+			p, ok := f.(*http2.PingFrame)
+			return ok && p.IsAck() && p.Data[0] == i
+		})
+	}
+}
+
+// TestServerDetectsClientNotReading: a client that stops reading mid-response (its socket
+// buffer full, the handler's write blocked holding the writer) is found dead by keepalive:
+// the write deadline and the ping timeout, which runs from before the ping is written, end
+// the connection and the handler's send fails. Before, the handler stayed blocked.
+func TestServerDetectsClientNotReading(t *testing.T) {
+	sendErr := make(chan error, 1)
+	_, path := startServer(t, ServerConfig{KeepaliveTime: 100 * time.Millisecond, KeepaliveTimeout: 100 * time.Millisecond},
+		map[string]Handler{testMethod: func(ss *ServerStream) error {
+			msg := make([]byte, 64<<10)
+			for {
+				if err := ss.SendMsg(mem.BufferSlice{mem.SliceBuffer(msg)}); err != nil {
+					sendErr <- err
+					return err
+				}
+			}
+		}})
+	c := dialRaw(t, path, true, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	c.fr.WriteWindowUpdate(0, 1<<31-1-initialWindow)
+	c.open(1, true)
+	// Read nothing: the handler fills the socket's buffers and blocks.
+	select {
+	case err := <-sendErr:
+		if err == nil {
+			t.Fatal("SendMsg returned nil")
+		}
+	case <-testCtx(t).Done():
+		t.Fatal("the handler's send still blocked on a client that stopped reading")
+	}
+	c.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, c.nc); err != nil && !isConnReset(err) {
+		t.Fatalf("draining the closed connection: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package h2grpc
 
 import (
 	"strconv"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -15,10 +16,15 @@ import (
 // writer) on their way to the socket.
 
 // lockWrite takes the connection's writer.
+// With keepalive on, the writes that follow have a deadline of KeepaliveTime +
+// KeepaliveTimeout: a client that stops reading fails them instead of holding the writer.
 func (sc *serverConn) lockWrite() {
 	sc.waiters.Add(1)
 	sc.wmu.Lock()
 	sc.waiters.Add(-1)
+	if d := sc.writeTimeout; d > 0 {
+		sc.nc.SetWriteDeadline(time.Now().Add(d))
+	}
 }
 
 // unlockWrite flushes unless another writer is waiting, and releases the writer. It returns
@@ -68,6 +74,7 @@ func (sc *serverConn) writeHeaderBlock(id uint32, endStream bool) {
 		}
 		block = block[len(chunk):]
 		if first {
+			sc.sentStreamFrame.Store(true)
 			sc.noteWrite(sc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: chunk, EndStream: endStream, EndHeaders: len(block) == 0}))
 		} else {
 			sc.noteWrite(sc.fr.WriteContinuation(id, len(block) == 0, chunk))
@@ -90,6 +97,7 @@ func (sc *serverConn) writeResponseHeaders(id uint32) {
 // buffer (or the socket, for a large piece): no copy into a frame buffer.
 func (sc *serverConn) writeData(id uint32, pieces [][]byte, n int) [][]byte {
 	limit := int(sc.peerMaxFrame.Load())
+	sc.sentStreamFrame.Store(true)
 	for n > 0 {
 		size := min(n, limit)
 		h := &sc.dataHdr
