@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -792,5 +793,67 @@ func TestClientFramesOnIdleStreams(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestClientTimeoutMeasuredAtHeaders: grpc-timeout is what is left of the deadline when the
+// HEADERS go out, after the wait for a stream slot, not when Open was called: it is at most
+// what was left when the slot was freed (encodeTimeout rounds up by at most one unit, a
+// microsecond for a deadline a minute away).
+func TestClientTimeoutMeasuredAtHeaders(t *testing.T) {
+	p := startRawPeer(t, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 1})
+	inOpen := make(chan struct{}, 2) // Header runs inside Open, before the dial and the wait
+	c := clientOfRawPeer(t, p, ClientConfig{Header: func(context.Context) (http.Header, error) {
+		inOpen <- struct{}{}
+		return nil, nil
+	}})
+	first, err := c.Open(testCtx(t), testMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	<-inOpen
+	rc := p.accept(t)
+	id := rc.headers(t)
+	// A PING answered: the client has read our SETTINGS (MAX_CONCURRENT_STREAMS 1), sent first.
+	rc.fr.WritePing(false, [8]byte{9})
+	rc.bw.Flush()
+	rc.next(t, func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && p.IsAck() })
+	deadline := time.Now().Add(time.Minute)
+	ctx, cancel := context.WithDeadline(testCtx(t), deadline)
+	defer cancel()
+	opened := make(chan *ClientStream, 1)
+	go func() {
+		s, err := c.Open(ctx, testMethod) // waits for the first stream's slot
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- s
+	}()
+	<-inOpen // the second Open is under way
+	released := time.Now()
+	rc.respond(id, []byte("done"), codes.OK) // frees the slot
+	var timeout string
+	rc.next(t, func(f http2.Frame) bool {
+		h, ok := f.(*http2.MetaHeadersFrame)
+		if !ok || h.StreamID == id {
+			return false
+		}
+		for _, hf := range h.RegularFields() {
+			if hf.Name == "grpc-timeout" {
+				timeout = hf.Value
+			}
+		}
+		return true
+	})
+	if s := <-opened; s != nil {
+		defer s.Close()
+	}
+	d, err := parseTimeout(timeout)
+	if err != nil {
+		t.Fatalf("grpc-timeout %q: %v", timeout, err)
+	}
+	if left := deadline.Sub(released); d > left+time.Microsecond {
+		t.Fatalf("grpc-timeout %q (%v) over the %v left when the slot was freed: measured before the wait", timeout, d, left)
 	}
 }
