@@ -857,3 +857,36 @@ func TestClientTimeoutMeasuredAtHeaders(t *testing.T) {
 		t.Fatalf("grpc-timeout %q (%v) over the %v left when the slot was freed: measured before the wait", timeout, d, left)
 	}
 }
+
+// TestClientDetectsServerNotReading: a server that stops reading while the client sends (its
+// windows open, so only the socket holds the writes back) is found dead by keepalive: the
+// ping's timeout runs from before the ping is written, and closing the connection fails the
+// blocked write. The stream fails Unavailable, as grpc-go's client reports a keepalive failure.
+func TestClientDetectsServerNotReading(t *testing.T) {
+	p := startRawPeer(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	c := clientOfRawPeer(t, p, ClientConfig{KeepaliveTime: 100 * time.Millisecond, KeepaliveTimeout: 100 * time.Millisecond})
+	s, err := c.Open(testCtx(t), testMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rc := p.accept(t)
+	rc.headers(t)
+	rc.fr.WriteWindowUpdate(0, 1<<31-1-initialWindow)
+	rc.bw.Flush()
+	// From here the peer reads nothing.
+	msg := make([]byte, 64<<10)
+	for {
+		err := s.SendMsg(mem.BufferSlice{mem.SliceBuffer(msg)})
+		if err == nil {
+			continue
+		}
+		if err != io.EOF { // as grpc-go's SendMsg: the stream's status comes from the receive side
+			t.Fatalf("send to a server that stopped reading: %v, want io.EOF", err)
+		}
+		break
+	}
+	if _, err := s.RecvMsgHeader(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("stream on a connection to a server that stopped reading: %v, want Unavailable", err)
+	}
+}
