@@ -40,46 +40,20 @@ func (sc *serverConn) onPing(data [8]byte) bool {
 	return true
 }
 
-// ping sends a PING after KeepaliveTime without a frame received, and closes the connection
-// when no answer comes within KeepaliveTimeout.
+// ping runs the keepalive (keepalive.go) until the connection ends.
 func (sc *serverConn) ping() {
 	defer sc.keepalive.Done()
-	idle, timeout := sc.s.cfg.KeepaliveTime, sc.s.cfg.KeepaliveTimeout
-	t := time.NewTimer(idle)
-	defer t.Stop()
-	for {
-		select {
-		case <-sc.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if sc.activity.Swap(false) {
-			t.Reset(idle)
-			continue
-		}
-		select {
-		case <-sc.pingAck:
-		default:
-		}
-		// The timeout runs from before the ping is written, as grpc-go's runs from when it is
-		// queued: a client that stops reading, so that a write holds the writer, is found
-		// dead too (closing the connection fails the blocked write).
-		expire := time.AfterFunc(timeout, func() { sc.nc.Close() }) // the reader then ends the connection
-		sc.lockWrite()
-		sc.noteWrite(sc.fr.WritePing(false, [8]byte{'w', 'i', 'n', 'g', 'm', 'a', 'n'}))
-		if sc.unlockWrite() != nil {
-			expire.Stop()
-			return
-		}
-		select {
-		case <-sc.ctx.Done():
-			expire.Stop()
-			return
-		case <-sc.pingAck:
-			if !expire.Stop() {
-				return
-			}
-			t.Reset(idle)
-		}
-	}
+	pinger{
+		idle:     sc.s.cfg.KeepaliveTime,
+		timeout:  sc.s.cfg.KeepaliveTimeout,
+		done:     sc.ctx.Done(),
+		activity: &sc.activity,
+		ack:      sc.pingAck,
+		ping: func() error {
+			sc.lockWrite()
+			sc.noteWrite(sc.fr.WritePing(false, [8]byte{'w', 'i', 'n', 'g', 'm', 'a', 'n'}))
+			return sc.unlockWrite()
+		},
+		expire: func() { sc.nc.Close() }, // the reader then ends the connection
+	}.run()
 }
