@@ -717,6 +717,7 @@ func TestClientSettingsFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
+	lis.Close() // an Open that finds the connection dead dials again: refused, not left waiting
 	if _, err := io.ReadFull(nc, make([]byte, len(http2.ClientPreface))); err != nil {
 		t.Fatal(err)
 	}
