@@ -68,7 +68,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := h2grpc.NewServer(h2grpc.ServerConfig{MaxConcurrentStreams: 100000}, s.sdsRoutes())
+	srv := h2grpc.NewServer(ctx, h2grpc.ServerConfig{MaxConcurrentStreams: 100000, Logger: s.log}, s.sdsRoutes())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	close(s.serving)

@@ -29,7 +29,7 @@ func newPieceUpstream(t testing.TB, handle func(ss *h2grpc.ServerStream) error) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := h2grpc.NewServer(h2grpc.ServerConfig{MaxRecvMsgBytes: 64 << 20}, map[string]h2grpc.Handler{
+	srv := h2grpc.NewServer(t.Context(), h2grpc.ServerConfig{MaxRecvMsgBytes: 64 << 20}, map[string]h2grpc.Handler{
 		sotwMethod: handle, deltaMethod: handle,
 	})
 	done := make(chan struct{})

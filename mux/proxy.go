@@ -83,7 +83,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 
 // Serve is Run on a listener the caller made.
 func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
-	srv := p.newServer()
+	srv := p.newServer(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	var err error
@@ -101,15 +101,18 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 	return err
 }
 
-func (p *Proxy) newServer() *h2grpc.Server {
+func (p *Proxy) newServer(ctx context.Context) *h2grpc.Server {
 	d := p.cfg.Downstream
-	return h2grpc.NewServer(h2grpc.ServerConfig{
+	return h2grpc.NewServer(ctx, h2grpc.ServerConfig{
 		MaxRecvMsgBytes:      d.MaxRecvMsgBytes,
 		MaxConcurrentStreams: int(d.MaxConcurrentStreams),
 		StreamWindow:         streamWindow,
 		ConnWindow:           connWindow,
 		KeepaliveTime:        d.KeepaliveTime,
 		KeepaliveTimeout:     d.KeepaliveTimeout,
+		// Istio's enforcement policy (pilot/pkg/grpc/grpc.go ServerOptions): MinTime Time/2.
+		PingMinTime: d.KeepaliveTime / 2,
+		Logger:      p.cfg.Logger,
 	}, map[string]h2grpc.Handler{
 		sotwMethod:  func(ss *h2grpc.ServerStream) error { return p.serve(ss, sotw{}) },
 		deltaMethod: func(ss *h2grpc.ServerStream) error { return p.serve(ss, deltaProto{}) },

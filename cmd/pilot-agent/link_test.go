@@ -23,6 +23,8 @@ var linkDenied = []struct {
 	{pkg: "github.com/wingman-mesh/wingman/lab/", why: "the wall: stand-ins and tools the binary does not ship"},
 	{pkg: "github.com/wingman-mesh/wingman/internal/descset", why: "a generator"},
 	{pkg: "github.com/wingman-mesh/wingman/internal/clock/clocktest", why: "a test fake"},
+	// Issue 23: h2spec runs from go.mod's tool directive in transport/h2grpc's tests.
+	{pkg: "github.com/summerwind/h2spec", why: "a conformance test tool (go tool h2spec)"},
 	// Issue 16: ProxyConfig is meshconfig/meshapi's plain types (~1.25 MB of file, ~250 KB of init
 	// allocations). Its generator imports istio.io/api and must stay out too.
 	{pkg: "istio.io/api/", why: "meshconfig/meshapi holds ProxyConfig; the CA messages are written by protowire (certs/caproto.go)"},

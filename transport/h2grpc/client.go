@@ -203,7 +203,6 @@ func (c *Client) Open(ctx context.Context, path string) (*ClientStream, error) {
 		{"te", "trailers"},
 		{"user-agent", userAgent},
 	}
-	fields = timeoutField(sctx, fields) // ctx's deadline, as grpc-go sends it (unary.go)
 	if c.cfg.Header != nil {
 		extra, err := c.cfg.Header(sctx)
 		if err != nil {

@@ -347,59 +347,31 @@ func (cc *clientConn) goAway(e connProtocolError) {
 
 // keepalive pings after KeepaliveTime without a frame received and closes the connection
 // when the ping is not answered within KeepaliveTimeout (net/http's SendPingTimeout and
-// PingTimeout, which this replaces). The timeout runs from before the ping is written, as
-// grpc-go's runs from when the ping is queued: a server that stops reading, so that the ping
-// cannot even be written, is found dead too.
+// PingTimeout, which this replaces), with the pinger the server runs too (keepalive.go).
 func (cc *clientConn) keepalive() {
 	defer cc.wg.Done()
 	timeout := cc.cfg.KeepaliveTimeout
 	if timeout == 0 {
 		timeout = defaultPingTimeout
 	}
-	t := time.NewTimer(cc.cfg.KeepaliveTime)
-	defer t.Stop()
-	for {
-		select {
-		case <-cc.done:
-			return
-		case <-t.C:
-		}
-		if cc.readAny.Swap(false) {
-			t.Reset(cc.cfg.KeepaliveTime)
-			continue
-		}
-		select {
-		case <-cc.pingAck:
-		default:
-		}
-		fired := make(chan struct{})
-		expire := time.AfterFunc(timeout, func() {
-			defer close(fired)
-			cc.close(status.Errorf(codes.Unavailable, "h2grpc: keepalive ping to %s not answered within %v", cc.cfg.Address, timeout))
-		})
-		cc.lockWrite()
-		var err error
-		if cc.werr == nil {
-			err = cc.fr.WritePing(false, [8]byte{'w', 'i', 'n', 'g', 'm', 'a', 'n', 0})
-		}
-		werr := cc.unlockWrite(err)
-		acked := false
-		if werr == nil {
-			select {
-			case <-cc.done:
-			case <-cc.pingAck:
-				acked = true
+	pinger{
+		idle:     cc.cfg.KeepaliveTime,
+		timeout:  timeout,
+		done:     cc.done,
+		activity: &cc.readAny,
+		ack:      cc.pingAck,
+		ping: func() error {
+			cc.lockWrite()
+			var err error
+			if cc.werr == nil {
+				err = cc.fr.WritePing(false, [8]byte{'w', 'i', 'n', 'g', 'm', 'a', 'n', 0})
 			}
-		}
-		if !expire.Stop() {
-			<-fired // the connection is being closed: wait for the closer
-			return
-		}
-		if !acked {
-			return
-		}
-		t.Reset(cc.cfg.KeepaliveTime)
-	}
+			return cc.unlockWrite(err)
+		},
+		expire: func() {
+			cc.close(status.Errorf(codes.Unavailable, "h2grpc: keepalive ping to %s not answered within %v", cc.cfg.Address, timeout))
+		},
+	}.run()
 }
 
 var errGoAwayRefused = errors.New("stream refused: the server is going away")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -58,7 +59,8 @@ func fuzzSeeds() [][]byte {
 }
 
 // FuzzClientFrames feeds the client a server's frames after a valid SETTINGS: it must end the
-// stream with an error or a status, answer nothing with a panic, and never hang.
+// stream with an error or a status, answer nothing with a panic, and never hang; what it sends
+// (after its preface) must parse with x/net's Framer with only the RFC's error codes.
 func FuzzClientFrames(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
@@ -68,15 +70,26 @@ func FuzzClientFrames(f *testing.F) {
 		http2.NewFramer(&settings, nil).WriteSettings()
 		var once sync.Once
 		var wg sync.WaitGroup
-		defer wg.Wait()
+		replyErr := make(chan error, 1)
+		defer func() {
+			wg.Wait()
+			select {
+			case err := <-replyErr:
+				t.Fatal(err)
+			default:
+			}
+		}()
 		c, err := NewClient(ClientConfig{Address: "fuzz:80", MaxRecvMsgBytes: 1 << 20, Dial: func(context.Context) (net.Conn, error) {
 			var cl net.Conn
 			once.Do(func() {
 				var srv net.Conn
 				cl, srv = net.Pipe()
 				wg.Add(2)
-				go func() { // the server reads everything the client sends
+				go func() { // the server reads everything the client sends, checking each frame
 					defer wg.Done()
+					if err := checkClientReplies(srv); err != nil {
+						replyErr <- err
+					}
 					io.Copy(io.Discard, srv)
 				}()
 				go func() {
@@ -114,4 +127,16 @@ func FuzzClientFrames(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkClientReplies reads the client's preface, then checks its frames as checkReplies does.
+func checkClientReplies(r io.Reader) error {
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(r, preface); err != nil {
+		return nil // the connection ended first
+	}
+	if string(preface) != http2.ClientPreface {
+		return fmt.Errorf("client preface %q", preface)
+	}
+	return checkReplies(r)
 }

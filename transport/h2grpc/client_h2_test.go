@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -673,4 +675,219 @@ func TestClientWindowOverflow(t *testing.T) {
 		g, ok := f.(*http2.GoAwayFrame)
 		return ok && g.ErrCode == http2.ErrCodeFlowControl
 	})
+}
+
+// goAwayCode reads until the client's GOAWAY and returns its code.
+func (c *rawConn) goAwayCode(t *testing.T) http2.ErrCode {
+	t.Helper()
+	c.nc.SetReadDeadline(time.Now().Add(30 * time.Second)) // a failsafe, not the evidence
+	var code http2.ErrCode
+	c.next(t, func(f http2.Frame) bool {
+		g, ok := f.(*http2.GoAwayFrame)
+		if ok {
+			code = g.ErrCode
+		}
+		return ok
+	})
+	return code
+}
+
+// TestClientSettingsFirst: the server's preface is a SETTINGS frame (RFC 9113 section 3.4);
+// any other first frame is a connection PROTOCOL_ERROR and the stream fails.
+func TestClientSettingsFirst(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	c, err := NewClient(ClientConfig{Address: lis.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opened := make(chan error, 1)
+	var s *ClientStream
+	go func() {
+		var err error
+		s, err = c.Open(testCtx(t), testMethod)
+		opened <- err
+	}()
+	nc, err := lis.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	lis.Close() // an Open that finds the connection dead dials again: refused, not left waiting
+	if _, err := io.ReadFull(nc, make([]byte, len(http2.ClientPreface))); err != nil {
+		t.Fatal(err)
+	}
+	bw := bufio.NewWriter(nc)
+	rc := &rawConn{nc: nc, bw: bw, fr: http2.NewFramer(bw, bufio.NewReader(nc))}
+	rc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	rc.fr.WritePing(false, [8]byte{1}) // not SETTINGS
+	bw.Flush()
+	if code := rc.goAwayCode(t); code != http2.ErrCodeProtocol {
+		t.Fatalf("GOAWAY %v, want PROTOCOL_ERROR", code)
+	}
+	if err := <-opened; err == nil {
+		_, err = s.RecvMsgHeader()
+		if status.Code(err) != codes.Internal && status.Code(err) != codes.Unavailable {
+			t.Fatalf("stream on a connection whose server sent no SETTINGS: %v", err)
+		}
+		s.Close()
+	}
+}
+
+// TestClientInitialWindowOverflow: SETTINGS_INITIAL_WINDOW_SIZE that takes an open stream's
+// send window past 2^31-1 is a connection FLOW_CONTROL_ERROR (RFC 9113 section 6.9.2).
+func TestClientInitialWindowOverflow(t *testing.T) {
+	p := startRawPeer(t)
+	c := clientOfRawPeer(t, p, ClientConfig{})
+	s, err := c.Open(testCtx(t), testMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rc := p.accept(t)
+	id := rc.headers(t)
+	rc.fr.WriteWindowUpdate(id, 1<<31-1-initialWindow) // the stream's window at 2^31-1
+	rc.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: initialWindow + 1})
+	rc.bw.Flush()
+	if code := rc.goAwayCode(t); code != http2.ErrCodeFlowControl {
+		t.Fatalf("GOAWAY %v, want FLOW_CONTROL_ERROR", code)
+	}
+	if _, err := s.RecvMsgHeader(); status.Code(err) != codes.Internal {
+		t.Fatalf("stream after the protocol error: %v, want Internal", err)
+	}
+}
+
+// TestClientFramesOnIdleStreams: a server may not name a stream the client never opened
+// (RFC 9113 section 5.1, idle): DATA, HEADERS, RST_STREAM or WINDOW_UPDATE on one, or on an
+// even id, is a connection PROTOCOL_ERROR.
+func TestClientFramesOnIdleStreams(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(rc *rawConn, id uint32)
+	}{
+		{"DATA", func(rc *rawConn, id uint32) { rc.fr.WriteData(id, false, []byte{0}) }},
+		{"HEADERS", func(rc *rawConn, id uint32) {
+			rc.writeHeaders(id, false, ":status", "200", "content-type", "application/grpc")
+		}},
+		{"RST_STREAM", func(rc *rawConn, id uint32) { rc.fr.WriteRSTStream(id, http2.ErrCodeCancel) }},
+		{"WINDOW_UPDATE", func(rc *rawConn, id uint32) { rc.fr.WriteWindowUpdate(id, 1) }},
+	} {
+		for _, offset := range []uint32{1, 2} { // the next odd id, an even id
+			t.Run(fmt.Sprintf("%s/+%d", tc.name, offset), func(t *testing.T) {
+				p := startRawPeer(t)
+				c := clientOfRawPeer(t, p, ClientConfig{})
+				s, err := c.Open(testCtx(t), testMethod)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				rc := p.accept(t)
+				id := rc.headers(t)
+				tc.write(rc, id+offset)
+				rc.bw.Flush()
+				if code := rc.goAwayCode(t); code != http2.ErrCodeProtocol {
+					t.Fatalf("GOAWAY %v, want PROTOCOL_ERROR", code)
+				}
+			})
+		}
+	}
+}
+
+// TestClientTimeoutMeasuredAtHeaders: grpc-timeout is what is left of the deadline when the
+// HEADERS go out, after the wait for a stream slot, not when Open was called: it is at most
+// what was left when the slot was freed (encodeTimeout rounds up by at most one unit, a
+// microsecond for a deadline a minute away).
+func TestClientTimeoutMeasuredAtHeaders(t *testing.T) {
+	p := startRawPeer(t, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 1})
+	inOpen := make(chan struct{}, 2) // Header runs inside Open, before the dial and the wait
+	c := clientOfRawPeer(t, p, ClientConfig{Header: func(context.Context) (http.Header, error) {
+		inOpen <- struct{}{}
+		return nil, nil
+	}})
+	first, err := c.Open(testCtx(t), testMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	<-inOpen
+	rc := p.accept(t)
+	id := rc.headers(t)
+	// A PING answered: the client has read our SETTINGS (MAX_CONCURRENT_STREAMS 1), sent first.
+	rc.fr.WritePing(false, [8]byte{9})
+	rc.bw.Flush()
+	rc.next(t, func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && p.IsAck() })
+	deadline := time.Now().Add(time.Minute)
+	ctx, cancel := context.WithDeadline(testCtx(t), deadline)
+	defer cancel()
+	opened := make(chan *ClientStream, 1)
+	go func() {
+		s, err := c.Open(ctx, testMethod) // waits for the first stream's slot
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- s
+	}()
+	<-inOpen // the second Open is under way
+	released := time.Now()
+	rc.respond(id, []byte("done"), codes.OK) // frees the slot
+	var timeout string
+	rc.next(t, func(f http2.Frame) bool {
+		h, ok := f.(*http2.MetaHeadersFrame)
+		if !ok || h.StreamID == id {
+			return false
+		}
+		for _, hf := range h.RegularFields() {
+			if hf.Name == "grpc-timeout" {
+				timeout = hf.Value
+			}
+		}
+		return true
+	})
+	if s := <-opened; s != nil {
+		defer s.Close()
+	}
+	d, err := parseTimeout(timeout)
+	if err != nil {
+		t.Fatalf("grpc-timeout %q: %v", timeout, err)
+	}
+	if left := deadline.Sub(released); d > left+time.Microsecond {
+		t.Fatalf("grpc-timeout %q (%v) over the %v left when the slot was freed: measured before the wait", timeout, d, left)
+	}
+}
+
+// TestClientDetectsServerNotReading: a server that stops reading while the client sends (its
+// windows open, so only the socket holds the writes back) is found dead by keepalive: the
+// ping's timeout runs from before the ping is written, and closing the connection fails the
+// blocked write. The stream fails Unavailable, as grpc-go's client reports a keepalive failure.
+func TestClientDetectsServerNotReading(t *testing.T) {
+	p := startRawPeer(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	c := clientOfRawPeer(t, p, ClientConfig{KeepaliveTime: 100 * time.Millisecond, KeepaliveTimeout: 100 * time.Millisecond})
+	s, err := c.Open(testCtx(t), testMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rc := p.accept(t)
+	rc.headers(t)
+	rc.fr.WriteWindowUpdate(0, 1<<31-1-initialWindow)
+	rc.bw.Flush()
+	// From here the peer reads nothing.
+	msg := make([]byte, 64<<10)
+	for {
+		err := s.SendMsg(mem.BufferSlice{mem.SliceBuffer(msg)})
+		if err == nil {
+			continue
+		}
+		if err != io.EOF { // as grpc-go's SendMsg: the stream's status comes from the receive side
+			t.Fatalf("send to a server that stopped reading: %v, want io.EOF", err)
+		}
+		break
+	}
+	if _, err := s.RecvMsgHeader(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("stream on a connection to a server that stopped reading: %v, want Unavailable", err)
+	}
 }

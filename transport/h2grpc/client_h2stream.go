@@ -334,8 +334,15 @@ func (cc *clientConn) open(ctx context.Context, scheme, path string, fields [][2
 		enc.WriteField(hpackField(":scheme", scheme))
 		enc.WriteField(hpackField(":path", path))
 		enc.WriteField(hpackField(":authority", cc.cfg.Address))
+		timeout := !s.deadline.IsZero()
 		for _, f := range fields {
 			enc.WriteField(hpackField(f[0], f[1]))
+			timeout = timeout && f[0] != "grpc-timeout" // the caller's own replaces ours
+		}
+		if timeout {
+			// ctx's deadline as grpc-go sends it, measured now: after the dial and the wait
+			// for a stream slot, which the server's timer must not count twice.
+			enc.WriteField(hpackField("grpc-timeout", encodeTimeout(time.Until(s.deadline))))
 		}
 		block := cc.hbuf.Bytes()
 		first := min(len(block), frameSize)
@@ -404,7 +411,7 @@ func (s *h2stream) send(pieces [][]byte, end bool) bool {
 	return true
 }
 
-// statusOf is the receiver's view of the response: HTTP status and headers, trailers.
+// response is the receiver's view of the response: HTTP status and headers, trailers.
 func (s *h2stream) response() (code int, header, trailer http.Header) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

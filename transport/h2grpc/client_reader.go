@@ -20,11 +20,16 @@ import (
 func (cc *clientConn) readLoop() {
 	defer cc.wg.Done()
 	var err error
-	for {
+	for first := true; ; first = false {
 		var f http2.Frame
 		var fh http2.FrameHeader
 		cc.flushUnflushed()
 		fh, err = cc.fr.ReadFrameHeader()
+		if err == nil && first && (fh.Type != http2.FrameSettings || fh.Flags.Has(http2.FlagSettingsAck)) {
+			// RFC 9113 section 3.4: the server's preface is a SETTINGS frame (not an ACK).
+			err = connProtocolError{http2.ErrCodeProtocol, fmt.Sprintf("first frame from the server is %v, not SETTINGS", fh.Type)}
+			break
+		}
 		if err == nil && fh.Type == http2.FrameData {
 			// DATA is read here, its payload straight into a pooled buffer.
 			cc.readAny.Store(true)
@@ -287,6 +292,10 @@ func (cc *clientConn) onSettings(f *http2.SettingsFrame) error {
 			cc.peerWin = int64(st.Val)
 			for _, s := range cc.streams {
 				s.sendWin += delta // may go negative (RFC 9113 section 6.9.2)
+				if s.sendWin > maxWindow {
+					// Section 6.9.2: a change that takes a window past 2^31-1.
+					return connProtocolError{http2.ErrCodeFlowControl, fmt.Sprintf("INITIAL_WINDOW_SIZE %d takes stream %d's window over 2^31-1", st.Val, s.id)}
+				}
 			}
 			cc.cond.Broadcast()
 		case http2.SettingMaxFrameSize:

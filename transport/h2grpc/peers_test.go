@@ -307,7 +307,7 @@ func startServer(t testing.TB, cfg ServerConfig, routes map[string]Handler) (*Se
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(cfg, routes)
+	s := NewServer(t.Context(), cfg, routes)
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(l) }()
 	t.Cleanup(func() {

@@ -3,6 +3,7 @@ package h2grpc
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"strconv"
@@ -29,9 +30,37 @@ type ServerConfig struct {
 	StreamWindow, ConnWindow int
 	// KeepaliveTime: after this long without a frame received the server pings the client;
 	// KeepaliveTimeout: the connection is closed when the ping is not answered within it (0
-	// there means 15 s, as Go's HTTP/2 server). 0: no pings.
+	// there means 15 s, as Go's HTTP/2 server). 0: no pings. With KeepaliveTime set, every write
+	// also has a deadline of KeepaliveTime + KeepaliveTimeout: a client that stops reading is
+	// found dead within that even while a write holds the connection.
 	KeepaliveTime, KeepaliveTimeout time.Duration
+	// PingMinTime and PermitPingWithoutStream are grpc-go's keepalive.EnforcementPolicy: a
+	// client PING sooner than PingMinTime after the previous one (2 h when no stream is open and
+	// PermitPingWithoutStream is false) is a strike, a HEADERS or DATA frame sent clears them,
+	// and the third strike ends the connection with GOAWAY ENHANCE_YOUR_CALM "too_many_pings"
+	// (grpc-go internal/transport/http2_server.go handlePing, maxPingStrikes 2). 0: 5 min,
+	// grpc-go's default. Every PING is answered still.
+	PingMinTime             time.Duration
+	PermitPingWithoutStream bool
+	// PrefaceTimeout bounds the wait for a new connection's client preface. 0: 10 s, as Go's
+	// HTTP/2 server (x/net/http2 server.go prefaceTimeout).
+	PrefaceTimeout time.Duration
+	// Logger receives what the server cannot report to a caller: a handler's panic, with its
+	// stack. nil: discarded.
+	Logger *slog.Logger
 }
+
+// grpc-go's server ping policy (internal/transport/defaults.go defaultKeepalivePolicyMinTime,
+// http2_server.go maxPingStrikes; the 2 h for pings without a stream is its defaultPingTimeout).
+const (
+	defaultPingMinTime   = 5 * time.Minute
+	pingIdleMinTime      = 2 * time.Hour
+	maxPingStrikes       = 2
+	tooManyPingsDebugMsg = "too_many_pings"
+)
+
+// defaultPrefaceTimeout is Go's HTTP/2 server's wait for the client preface.
+const defaultPrefaceTimeout = 10 * time.Second
 
 // defaultMaxStreams is Go's HTTP/2 server default (x/net/http2 server.go), which this server
 // had when it ran on net/http; its ping timeout is the client's defaultPingTimeout, the same 15 s.
@@ -63,11 +92,18 @@ type Server struct {
 
 // NewServer makes a server for routes, keyed by full method path ("/package.Service/Method");
 // a request for any other path gets Unimplemented, as from grpc-go. A bad cfg makes Serve fail
-// naming the setting.
-func NewServer(cfg ServerConfig, routes map[string]Handler) *Server {
+// naming the setting. Every stream's context derives from ctx: its end cancels them all, as
+// Stop does (Stop is still needed to close listeners and connections).
+func NewServer(ctx context.Context, cfg ServerConfig, routes map[string]Handler) *Server {
 	s := &Server{cfg: cfg, routes: routes, listeners: map[net.Listener]struct{}{}, conns: map[*serverConn]struct{}{}}
 	s.idle.L = &s.mu
-	s.ctx, s.cancel = context.WithCancel(context.Background()) //nolint:contextcheck // Stop ends it; Serve has no context
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	if s.cfg.PrefaceTimeout == 0 {
+		s.cfg.PrefaceTimeout = defaultPrefaceTimeout
+	}
+	if s.cfg.Logger == nil {
+		s.cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	if s.cfg.MaxRecvMsgBytes == 0 {
 		s.cfg.MaxRecvMsgBytes = defaultMaxRecvMsg
 	}
@@ -80,6 +116,9 @@ func NewServer(cfg ServerConfig, routes map[string]Handler) *Server {
 	if s.cfg.ConnWindow == 0 {
 		s.cfg.ConnWindow = max(1<<20, s.cfg.StreamWindow)
 	}
+	if s.cfg.PingMinTime == 0 {
+		s.cfg.PingMinTime = defaultPingMinTime
+	}
 	if s.cfg.KeepaliveTimeout == 0 {
 		s.cfg.KeepaliveTimeout = defaultPingTimeout
 	}
@@ -88,6 +127,10 @@ func NewServer(cfg ServerConfig, routes map[string]Handler) *Server {
 		s.cfgErr = fmt.Errorf("h2grpc: server MaxRecvMsgBytes %d out of range 0..%d", cfg.MaxRecvMsgBytes, uint64(math.MaxUint32))
 	case s.cfg.MaxConcurrentStreams < 0 || s.cfg.MaxConcurrentStreams > math.MaxUint32:
 		s.cfgErr = fmt.Errorf("h2grpc: server MaxConcurrentStreams %d out of range", cfg.MaxConcurrentStreams)
+	case s.cfg.PingMinTime < 0:
+		s.cfgErr = fmt.Errorf("h2grpc: server PingMinTime %v negative", cfg.PingMinTime)
+	case s.cfg.PrefaceTimeout < 0:
+		s.cfgErr = fmt.Errorf("h2grpc: server PrefaceTimeout %v negative", cfg.PrefaceTimeout)
 	case s.cfg.KeepaliveTime < 0 || s.cfg.KeepaliveTimeout < 0:
 		s.cfgErr = fmt.Errorf("h2grpc: server keepalive time %v or timeout %v negative", cfg.KeepaliveTime, cfg.KeepaliveTimeout)
 	default:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -20,10 +21,6 @@ const (
 	initialWindow   = 65535
 	maxFrameDefault = 16384
 )
-
-// prefaceTimeout bounds the wait for a new connection's client preface, as Go's HTTP/2 server
-// does (x/net/http2 server.go prefaceTimeout).
-var prefaceTimeout = 10 * time.Second
 
 // errConnClosed ends the streams of a connection that is gone.
 var errConnClosed = errors.New("connection closed")
@@ -49,6 +46,7 @@ type serverConn struct {
 	hbuf         bytes.Buffer
 	dataHdr      [9]byte
 	werr         error         // first write error; under wmu
+	writeTimeout time.Duration // immutable: each write's deadline, 0 for none (lockWrite)
 	peerMaxFrame atomic.Uint32 // the peer's SETTINGS_MAX_FRAME_SIZE
 
 	mu          sync.Mutex // guards the fields below and every stream's send window
@@ -64,12 +62,20 @@ type serverConn struct {
 	connRecv    int64  // bytes the peer may still send on the connection
 	connUnacked int64  // bytes received and not yet granted back
 	goingAway   bool   // the peer sent GOAWAY
+	// answered are the streams answered before any handler (writeEarlyAbort) whose request is
+	// still coming: half-closed (local). They count against MAX_CONCURRENT_STREAMS.
+	answered    map[uint32]*answeredStream
 	wuBuf       [4]byte
+	lastPingAt  time.Time // the client's last PING (ping policy, server_keepalive.go onPing)
+	pingStrikes int
 
 	handlers  sync.WaitGroup // handler goroutines
 	keepalive sync.WaitGroup // the pinging goroutine
 	activity  atomic.Bool    // a frame arrived since the keepalive goroutine last looked
-	pingAck   chan struct{}  // the reader -> keepalive: our PING was answered
+	// sentStreamFrame: HEADERS or DATA went out since the client's last PING (which clears
+	// its strikes, as grpc-go's resetPingStrikes).
+	sentStreamFrame atomic.Bool
+	pingAck         chan struct{} // the reader -> keepalive: our PING was answered
 }
 
 func newServerConn(s *Server, nc net.Conn) *serverConn {
@@ -79,10 +85,14 @@ func newServerConn(s *Server, nc net.Conn) *serverConn {
 		br:          newConnReader(nc),
 		bw:          newConnWriter(nc),
 		streams:     map[uint32]*ServerStream{},
+		answered:    map[uint32]*answeredStream{},
 		connSend:    initialWindow,
 		peerInitWin: initialWindow,
 		connRecv:    int64(s.cfg.ConnWindow),
 		pingAck:     make(chan struct{}, 1),
+	}
+	if s.cfg.KeepaliveTime > 0 {
+		sc.writeTimeout = s.cfg.KeepaliveTime + s.cfg.KeepaliveTimeout
 	}
 	sc.ctx, sc.cancel = context.WithCancel(s.ctx)
 	sc.cond.L = &sc.mu
@@ -103,9 +113,9 @@ const maxHeaderList = 1 << 20
 // serve runs the connection until it ends, then ends every stream and waits for its handlers.
 func (sc *serverConn) serve() {
 	defer sc.shutdown()
-	// A client has prefaceTimeout to open with the preface (Go's HTTP/2 server allows 10 s).
+	// A client has PrefaceTimeout to open with the preface (Go's HTTP/2 server allows 10 s).
 	var preface [len(http2.ClientPreface)]byte
-	sc.nc.SetReadDeadline(time.Now().Add(prefaceTimeout))
+	sc.nc.SetReadDeadline(time.Now().Add(sc.s.cfg.PrefaceTimeout))
 	if _, err := io.ReadFull(sc.br, preface[:]); err != nil || string(preface[:]) != http2.ClientPreface {
 		return // not HTTP/2 with prior knowledge
 	}
@@ -189,8 +199,8 @@ func (sc *serverConn) shutdown() {
 // goAway tells the peer the connection ends for a protocol error; the caller then closes it.
 // The write has a deadline: a peer that does not read must not hold the reader.
 func (sc *serverConn) goAway(code http2.ErrCode) {
-	sc.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	sc.lockWrite()
+	sc.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	sc.noteWrite(sc.fr.WriteGoAway(sc.lastStream, code, nil))
 	sc.unlockWrite()
 }
@@ -215,27 +225,51 @@ func (sc *serverConn) handle(f http2.Frame) (http2.ErrCode, bool) {
 			}
 			return 0, true
 		}
-		sc.lockWrite()
-		sc.noteWrite(sc.fr.WritePing(true, f.Data))
-		sc.unlockWrite()
+		if !sc.onPing(f.Data) {
+			return 0, false // GOAWAY ENHANCE_YOUR_CALM already sent
+		}
 	case *http2.RSTStreamFrame:
-		if f.StreamID > sc.lastStream {
+		if sc.idle(f.StreamID) {
 			return http2.ErrCodeProtocol, false // RST_STREAM on an idle stream (section 6.4)
 		}
+		delete(sc.answered, f.StreamID)
 		sc.endStream(f.StreamID)
+	case *http2.PriorityFrame:
+		if f.StreamID == f.StreamDep {
+			sc.streamFailed(f.StreamID, http2.ErrCodeProtocol) // section 5.3.1: depends on itself
+		}
 	case *http2.GoAwayFrame:
 		// The client opens no more streams; those open run to their end.
 		sc.goingAway = true
 	case *http2.PushPromiseFrame:
 		return http2.ErrCodeProtocol, false // a client cannot push (section 8.4)
 	}
-	// PRIORITY and unknown frame types are ignored (sections 5.3.2, 5.5).
+	// PRIORITY and unknown frame types are otherwise ignored (sections 5.3.2, 5.5).
 	return 0, true
 }
 
+// answeredStream is a stream answered before any handler whose request is still coming: its
+// frames are checked as an open stream's and discarded.
+type answeredStream struct {
+	sendWin    int64 // only checked for overflow (section 6.9.1): nothing more is sent
+	contentLen int64 // the request's content-length, -1 when it has none
+	got        int64 // DATA payload received
+}
+
+// idle reports whether id names a stream in the idle state (RFC 9113 section 5.1): one the
+// client has not opened yet, or an even one (the server pushes none).
+func (sc *serverConn) idle(id uint32) bool {
+	return id != 0 && (id%2 == 0 || id > sc.lastStream)
+}
+
+// stream returns the open stream id, or nil: a stream reset by either side is closed (RFC
+// 9113 section 5.1) though its handler may not have returned yet.
 func (sc *serverConn) stream(id uint32) *ServerStream {
 	sc.mu.Lock()
 	s := sc.streams[id]
+	if s != nil && s.reset {
+		s = nil
+	}
 	sc.mu.Unlock()
 	return s
 }
@@ -282,15 +316,27 @@ func (sc *serverConn) onSettings(f *http2.SettingsFrame) (http2.ErrCode, bool) {
 		switch st.ID {
 		case http2.SettingInitialWindowSize:
 			// Section 6.9.2: the change applies to every open stream's send window, which
-			// may become negative.
+			// may become negative; one taken past 2^31-1 is a connection FLOW_CONTROL_ERROR.
 			sc.mu.Lock()
 			delta := int64(st.Val) - sc.peerInitWin
 			sc.peerInitWin = int64(st.Val)
 			for _, s := range sc.streams {
 				s.sendWin += delta
+				if s.sendWin > math.MaxInt32 {
+					code, ok = http2.ErrCodeFlowControl, false
+				}
 			}
 			sc.cond.Broadcast()
 			sc.mu.Unlock()
+			for _, a := range sc.answered {
+				a.sendWin += delta
+				if a.sendWin > math.MaxInt32 {
+					code, ok = http2.ErrCodeFlowControl, false
+				}
+			}
+			if !ok {
+				return http2.ConnectionError(code)
+			}
 		case http2.SettingMaxFrameSize:
 			sc.peerMaxFrame.Store(st.Val)
 		case http2.SettingHeaderTableSize:

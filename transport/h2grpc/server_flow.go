@@ -66,11 +66,22 @@ func (sc *serverConn) readData(fh http2.FrameHeader) error {
 	s := sc.stream(id)
 	var failed http2.ErrCode
 	take := false
+	a := sc.answered[id]
 	switch {
-	case s == nil && id > sc.lastStream:
+	case s == nil && sc.idle(id):
 		return http2.ConnectionError(http2.ErrCodeProtocol) // DATA on an idle stream (section 5.1)
+	case a != nil:
+		// Answered already: the body is counted and discarded.
+		a.got += int64(size)
+		switch {
+		case a.contentLen >= 0 && (a.got > a.contentLen || fh.Flags.Has(http2.FlagDataEndStream) && a.got != a.contentLen):
+			delete(sc.answered, id)
+			failed = http2.ErrCodeProtocol // section 8.1.1: content-length disagrees with DATA
+		case fh.Flags.Has(http2.FlagDataEndStream):
+			delete(sc.answered, id)
+		}
 	case s == nil:
-		// A stream we ended: its frames may still be in flight.
+		failed = http2.ErrCodeStreamClosed // a closed stream (section 5.1), as Go's HTTP/2 server
 	case s.rb.ended():
 		failed = http2.ErrCodeStreamClosed // DATA after END_STREAM (section 5.1)
 	default:
@@ -115,7 +126,18 @@ func (sc *serverConn) onWindowUpdate(id, increment uint32) (http2.ErrCode, bool)
 	}
 	s := sc.streams[id]
 	if s == nil {
-		return 0, true
+		if sc.idle(id) {
+			return http2.ErrCodeProtocol, false // WINDOW_UPDATE on an idle stream (section 5.1)
+		}
+		if a := sc.answered[id]; a != nil {
+			if a.sendWin += inc; a.sendWin > math.MaxInt32 {
+				delete(sc.answered, id)
+				sc.mu.Unlock()
+				sc.writeReset(id, http2.ErrCodeFlowControl) // section 6.9.1
+				sc.mu.Lock()
+			}
+		}
+		return 0, true // a closed stream: the peer may not know yet
 	}
 	if s.sendWin+inc > math.MaxInt32 {
 		sc.mu.Unlock()

@@ -3,9 +3,12 @@ package h2grpc
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +19,8 @@ import (
 // FuzzServerFrames sends arbitrary bytes after the client preface to a real server on a Unix
 // socket, half-closes, and reads until the server closes: whatever the frames, the server must
 // neither panic (a panic in its goroutines ends the process) nor hang (the read has a deadline),
-// and it must keep serving other connections.
+// its replies must parse with x/net's Framer with only the RFC's error codes (checkReplies),
+// and it must keep serving other connections; goleak (main_test.go) checks its goroutines.
 func FuzzServerFrames(f *testing.F) {
 	for _, seed := range serverFuzzSeeds(f) {
 		f.Add(seed)
@@ -34,11 +38,53 @@ func FuzzServerFrames(f *testing.F) {
 			nc.Write(append([]byte(http2.ClientPreface), frames...))
 			nc.(*net.UnixConn).CloseWrite()
 		}()
-		_, err = io.Copy(io.Discard, nc)
+		err = checkReplies(nc)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatal("the server did not end the connection after the client's end")
 		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	})
+}
+
+// checkReplies reads a peer's frames until the connection ends and checks each against x/net's
+// Framer (RFC 9113's frame rules: lengths, flags, stream ids, padding, header blocks): every
+// frame must parse, and RST_STREAM and GOAWAY carry only the RFC's error codes (section 7).
+// The reader allows what fuzzed SETTINGS may have raised: any frame size, any table size.
+func checkReplies(r io.Reader) error {
+	fr := http2.NewFramer(nil, r)
+	fr.SetMaxReadFrameSize(1<<24 - 1)
+	dec := hpack.NewDecoder(4096, nil)
+	dec.SetAllowedMaxDynamicTableSize(math.MaxUint32)
+	fr.ReadMetaHeaders = dec
+	for {
+		f, err := fr.ReadFrame()
+		switch {
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.ErrClosedPipe), errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET):
+			// The end; a frame cut short by the close of a connection failed on a protocol error.
+			return nil
+		case err != nil:
+			var ce http2.ConnectionError
+			var se http2.StreamError
+			if errors.As(err, &ce) || errors.As(err, &se) {
+				return fmt.Errorf("reply does not parse with x/net's Framer: %v (%v)", err, fr.ErrorDetail())
+			}
+			return err
+		}
+		var code http2.ErrCode
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			code = f.ErrCode
+		case *http2.GoAwayFrame:
+			code = f.ErrCode
+		case *http2.PushPromiseFrame:
+			return fmt.Errorf("PUSH_PROMISE from a server that pushes nothing")
+		}
+		if code > http2.ErrCodeHTTP11Required {
+			return fmt.Errorf("%v with error code %v, not one of RFC 9113 section 7", f.Header().Type, code)
+		}
+	}
 }
 
 // serverFuzzSeeds are well-formed conversations: a stream with a message and END_STREAM, its

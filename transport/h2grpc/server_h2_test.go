@@ -125,10 +125,7 @@ func TestServerClosesWithoutPreface(t *testing.T) {
 }
 
 func TestServerClosesSilentConnection(t *testing.T) {
-	old := prefaceTimeout
-	t.Cleanup(func() { prefaceTimeout = old }) // after the server's Stop (cleanups run last first)
-	prefaceTimeout = 50 * time.Millisecond
-	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: echoHandler})
+	_, path := startServer(t, ServerConfig{PrefaceTimeout: 50 * time.Millisecond}, map[string]Handler{testMethod: echoHandler})
 	c := dialRaw(t, path, false)
 	if n, err := c.nc.Read(make([]byte, 100)); err != io.EOF {
 		t.Fatalf("read %d bytes, %v; want the connection closed for want of a preface", n, err)
@@ -156,6 +153,137 @@ func TestServerPingAck(t *testing.T) {
 	})
 }
 
+// headers sends a header block of fields (name, value pairs) on stream id.
+func (c *rawClient) headers(id uint32, endStream bool, fields ...string) {
+	c.t.Helper()
+	c.hbuf.Reset()
+	for i := 0; i < len(fields); i += 2 {
+		c.enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: endStream, EndHeaders: true}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// TestServerStreamStates: frames in the wrong stream state get the errors RFC 9113 section
+// 5.1 (and 8.1 for trailers) gives them, stream errors leaving the connection up; the codes
+// are those x/net/http2's server gives (server.go processData, processHeaders,
+// processWindowUpdate, processPriority), which h2spec accepts.
+func TestServerStreamStates(t *testing.T) {
+	pingOK := func(c *rawClient) {
+		c.t.Helper()
+		c.fr.WritePing(false, [8]byte{7})
+		c.next("PING ack", func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && p.IsAck() })
+	}
+	connErr := func(c *rawClient, want http2.ErrCode) {
+		c.t.Helper()
+		if ga := c.waitClosed(); ga == nil || ga.ErrCode != want {
+			c.t.Fatalf("GOAWAY %+v, want %v", ga, want)
+		}
+	}
+	t.Run("DATA on a stream the client reset", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, false)
+		c.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+		c.fr.WriteData(1, false, []byte{0})
+		c.next("RST_STREAM STREAM_CLOSED", isRST(1, http2.ErrCodeStreamClosed))
+		pingOK(c)
+	})
+	t.Run("DATA after END_STREAM", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, true)
+		c.fr.WriteData(1, false, []byte{0})
+		c.next("RST_STREAM STREAM_CLOSED", isRST(1, http2.ErrCodeStreamClosed))
+	})
+	t.Run("HEADERS after END_STREAM", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, true)
+		c.headers(1, true, "x-trailer", "1")
+		c.next("RST_STREAM STREAM_CLOSED", isRST(1, http2.ErrCodeStreamClosed))
+	})
+	t.Run("second HEADERS without END_STREAM", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, false)
+		c.headers(1, false, "x-trailer", "1")
+		c.next("RST_STREAM PROTOCOL_ERROR", isRST(1, http2.ErrCodeProtocol))
+		pingOK(c)
+	})
+	t.Run("pseudo-header in trailers", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, false)
+		c.headers(1, true, ":method", "POST")
+		c.next("RST_STREAM PROTOCOL_ERROR", isRST(1, http2.ErrCodeProtocol))
+	})
+	t.Run("HEADERS on a closed stream", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(3, false)
+		c.fr.WriteRSTStream(3, http2.ErrCodeCancel)
+		c.open(3, false)
+		connErr(c, http2.ErrCodeProtocol)
+	})
+	t.Run("stream id lower than the last", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(5, false)
+		c.open(3, false)
+		connErr(c, http2.ErrCodeProtocol)
+	})
+	t.Run("WINDOW_UPDATE on an idle stream", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.fr.WriteWindowUpdate(1, 1)
+		connErr(c, http2.ErrCodeProtocol)
+	})
+	t.Run("WINDOW_UPDATE on a closed stream", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, false)
+		c.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+		c.fr.WriteWindowUpdate(1, 1) // the peer may send it before it learns the stream ended
+		pingOK(c)
+	})
+	t.Run("PRIORITY depending on itself", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.fr.WritePriority(3, http2.PriorityParam{StreamDep: 3, Weight: 1})
+		c.next("RST_STREAM PROTOCOL_ERROR", isRST(3, http2.ErrCodeProtocol))
+		pingOK(c)
+	})
+	t.Run("HEADERS depending on itself", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.hbuf.Reset()
+		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", testMethod}, {"content-type", "application/grpc"}} {
+			c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.hbuf.Bytes(), EndHeaders: true, Priority: http2.PriorityParam{StreamDep: 1, Weight: 1}})
+		c.next("RST_STREAM PROTOCOL_ERROR", isRST(1, http2.ErrCodeProtocol))
+	})
+	t.Run("INITIAL_WINDOW_SIZE takes a window past 2^31-1", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		c.open(1, false)
+		c.fr.WriteWindowUpdate(1, 1<<31-1-initialWindow) // the stream's send window at 2^31-1
+		c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: initialWindow + 1})
+		connErr(c, http2.ErrCodeFlowControl) // section 6.9.2
+	})
+	t.Run("content-length disagrees with DATA", func(t *testing.T) {
+		_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: blockHandler})
+		c := dialRaw(t, path, true)
+		// Not gRPC: answered at once (415), the body still checked.
+		c.headers(1, false, ":method", "POST", ":scheme", "http", ":path", "/", "content-length", "2")
+		c.fr.WriteData(1, true, []byte{0})
+		c.next("RST_STREAM PROTOCOL_ERROR", isRST(1, http2.ErrCodeProtocol))
+		pingOK(c)
+	})
+}
+
 func TestServerRefusesStreamsOverTheLimit(t *testing.T) {
 	_, path := startServer(t, ServerConfig{MaxConcurrentStreams: 1}, map[string]Handler{testMethod: blockHandler})
 	c := dialRaw(t, path, true)
@@ -167,7 +295,7 @@ func TestServerRefusesStreamsOverTheLimit(t *testing.T) {
 		v, ok := s.Value(http2.SettingMaxConcurrentStreams)
 		return ok && v == 1
 	})
-	c.open(1, false)
+	c.open(1, true) // half-closed (remote): it counts until the handler ends it
 	c.open(3, false)
 	c.next("RST_STREAM REFUSED_STREAM on stream 3", isRST(3, http2.ErrCodeRefusedStream))
 }
@@ -247,6 +375,7 @@ func TestServerHonoursPeerWindow(t *testing.T) {
 	if got != 0 {
 		t.Fatalf("%d bytes of DATA with a window of 0", got)
 	}
+	c.fr.WritePriority(1, http2.PriorityParam{Weight: 7}) // accepted on a half-closed (remote) stream
 	c.fr.WriteWindowUpdate(1, 7)
 	c.next("7 bytes of DATA", func(f http2.Frame) bool {
 		count(f)
@@ -323,5 +452,83 @@ func TestServerKeepaliveAnswered(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		f := c.next("keepalive PING", func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && !p.IsAck() })
 		c.fr.WritePing(true, f.(*http2.PingFrame).Data)
+	}
+}
+
+// TestServerPingFlood: grpc-go's server ping policy with its defaults (no stream open, no
+// PermitPingWithoutStream: a ping within 2 h of the last is a strike; the third strike ends it):
+// PINGs 1-3 are answered, the 4th gets GOAWAY ENHANCE_YOUR_CALM "too_many_pings" and the
+// connection closes (grpc-go http2_server.go handlePing).
+func TestServerPingFlood(t *testing.T) {
+	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: echoHandler})
+	c := dialRaw(t, path, true)
+	for i := byte(1); i <= 3; i++ {
+		c.fr.WritePing(false, [8]byte{i})
+		c.next("PING ack", func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && p.IsAck() && p.Data[0] == i })
+	}
+	c.fr.WritePing(false, [8]byte{4})
+	var code http2.ErrCode
+	var debug string
+	c.next("GOAWAY", func(f http2.Frame) bool {
+		g, ok := f.(*http2.GoAwayFrame)
+		if ok {
+			code, debug = g.ErrCode, string(g.DebugData())
+		}
+		return ok
+	})
+	if code != http2.ErrCodeEnhanceYourCalm || debug != "too_many_pings" {
+		t.Fatalf("GOAWAY %v %q, want ENHANCE_YOUR_CALM \"too_many_pings\"", code, debug)
+	}
+	c.waitClosed()
+}
+
+// TestServerPingPolicyPermits: pings no sooner than PingMinTime apart, with streams or
+// PermitPingWithoutStream, are no strikes: ten are answered and the connection lives.
+func TestServerPingPolicyPermits(t *testing.T) {
+	_, path := startServer(t, ServerConfig{PingMinTime: time.Nanosecond, PermitPingWithoutStream: true}, map[string]Handler{testMethod: echoHandler})
+	c := dialRaw(t, path, true)
+	for i := byte(1); i <= 10; i++ {
+		c.fr.WritePing(false, [8]byte{i})
+		c.next("PING ack", func(f http2.Frame) bool {
+			if g, ok := f.(*http2.GoAwayFrame); ok {
+				t.Fatalf("GOAWAY %v after %d pings", g.ErrCode, i)
+			}
+			p, ok := f.(*http2.PingFrame)
+			return ok && p.IsAck() && p.Data[0] == i
+		})
+	}
+}
+
+// TestServerDetectsClientNotReading: a client that stops reading mid-response (its socket
+// buffer full, the handler's write blocked holding the writer) is found dead by keepalive:
+// the write deadline and the ping timeout, which runs from before the ping is written, end
+// the connection and the handler's send fails. Before, the handler stayed blocked.
+func TestServerDetectsClientNotReading(t *testing.T) {
+	sendErr := make(chan error, 1)
+	_, path := startServer(t, ServerConfig{KeepaliveTime: 100 * time.Millisecond, KeepaliveTimeout: 100 * time.Millisecond},
+		map[string]Handler{testMethod: func(ss *ServerStream) error {
+			msg := make([]byte, 64<<10)
+			for {
+				if err := ss.SendMsg(mem.BufferSlice{mem.SliceBuffer(msg)}); err != nil {
+					sendErr <- err
+					return err
+				}
+			}
+		}})
+	c := dialRaw(t, path, true, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	c.fr.WriteWindowUpdate(0, 1<<31-1-initialWindow)
+	c.open(1, true)
+	// Read nothing: the handler fills the socket's buffers and blocks.
+	select {
+	case err := <-sendErr:
+		if err == nil {
+			t.Fatal("SendMsg returned nil")
+		}
+	case <-testCtx(t).Done():
+		t.Fatal("the handler's send still blocked on a client that stopped reading")
+	}
+	c.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, c.nc); err != nil && !isConnReset(err) {
+		t.Fatalf("draining the closed connection: %v", err)
 	}
 }

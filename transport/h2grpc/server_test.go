@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -283,7 +286,7 @@ func TestServerStopWaitsForHandlers(t *testing.T) {
 	}
 	var returned atomic.Bool
 	started := make(chan struct{})
-	s := NewServer(ServerConfig{}, map[string]Handler{testMethod: func(ss *ServerStream) error {
+	s := NewServer(t.Context(), ServerConfig{}, map[string]Handler{testMethod: func(ss *ServerStream) error {
 		close(started)
 		_, err := ss.RecvMsg() // the client sends nothing: only Stop ends this
 		time.Sleep(50 * time.Millisecond)
@@ -325,12 +328,13 @@ func TestServerConfigRefused(t *testing.T) {
 		{StreamWindow: 1 << 20, ConnWindow: 100 << 10},
 		{MaxRecvMsgBytes: -1},
 		{KeepaliveTime: -time.Second},
+		{PrefaceTimeout: -time.Second},
 	} {
 		l, err := net.Listen("unix", t.TempDir()+"/s.sock")
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := NewServer(cfg, nil)
+		s := NewServer(t.Context(), cfg, nil)
 		if err := s.Serve(l); err == nil {
 			t.Errorf("%+v: Serve accepted it", cfg)
 		}
@@ -579,14 +583,15 @@ func TestServerMaxConcurrentStreams(t *testing.T) {
 
 // TestServerHandlerPanic: a handler's panic ends that stream with Internal (as net/http's server
 // recovers it); the server keeps serving and Stop still accounts for the handler.
+// The panic goes to the server's Logger with its stack, and nowhere else.
 func TestServerHandlerPanic(t *testing.T) {
-	_, path := startServer(t, ServerConfig{}, map[string]Handler{
+	var logged syncBuffer
+	_, path := startServer(t, ServerConfig{Logger: slog.New(slog.NewTextHandler(&logged, nil))}, map[string]Handler{
 		testMethod: echoHandler,
 		"/test.Echo/Panic": func(*ServerStream) error {
 			panic("handler bug")
 		},
 	})
-	t.Log("the 'h2grpc: panic serving' stack printed next is expected")
 	cc := grpcUnixClient(t, path)
 	cs, err := cc.NewStream(testCtx(t), bidi, "/test.Echo/Panic")
 	if err != nil {
@@ -604,6 +609,32 @@ func TestServerHandlerPanic(t *testing.T) {
 	if err := ok.RecvMsg(&got); err != nil || string(got) != "after" {
 		t.Fatalf("%q, %v", got, err)
 	}
+	// The stream's trailers go out from runHandler's deferred recover after it logged, so the
+	// log line is complete once the client saw the status.
+	out := logged.String()
+	for _, want := range []string{"level=ERROR", "panic serving", "method=/test.Echo/Panic", "panic=\"handler bug\"", "runHandler"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("panic log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer a handler goroutine writes while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestCutThroughProxy runs the proxy's shape end to end for correctness: a grpc-go client on

@@ -2,6 +2,7 @@ package h2grpc
 
 import (
 	"strconv"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -15,10 +16,15 @@ import (
 // writer) on their way to the socket.
 
 // lockWrite takes the connection's writer.
+// With keepalive on, the writes that follow have a deadline of KeepaliveTime +
+// KeepaliveTimeout: a client that stops reading fails them instead of holding the writer.
 func (sc *serverConn) lockWrite() {
 	sc.waiters.Add(1)
 	sc.wmu.Lock()
 	sc.waiters.Add(-1)
+	if d := sc.writeTimeout; d > 0 {
+		sc.nc.SetWriteDeadline(time.Now().Add(d))
+	}
 }
 
 // unlockWrite flushes unless another writer is waiting, and releases the writer. It returns
@@ -68,6 +74,7 @@ func (sc *serverConn) writeHeaderBlock(id uint32, endStream bool) {
 		}
 		block = block[len(chunk):]
 		if first {
+			sc.sentStreamFrame.Store(true)
 			sc.noteWrite(sc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: chunk, EndStream: endStream, EndHeaders: len(block) == 0}))
 		} else {
 			sc.noteWrite(sc.fr.WriteContinuation(id, len(block) == 0, chunk))
@@ -90,6 +97,7 @@ func (sc *serverConn) writeResponseHeaders(id uint32) {
 // buffer (or the socket, for a large piece): no copy into a frame buffer.
 func (sc *serverConn) writeData(id uint32, pieces [][]byte, n int) [][]byte {
 	limit := int(sc.peerMaxFrame.Load())
+	sc.sentStreamFrame.Store(true)
 	for n > 0 {
 		size := min(n, limit)
 		h := &sc.dataHdr
@@ -132,17 +140,22 @@ func (sc *serverConn) writeReset(id uint32, code http2.ErrCode) {
 }
 
 // writeEarlyAbort answers a stream that never reaches a handler: a trailers-only response
-// with the given HTTP status, as grpc-go's writeEarlyAbort; then, when the request is not
-// complete, RST_STREAM NO_ERROR (RFC 9113 section 8.1: the server needs no more of it).
-func (sc *serverConn) writeEarlyAbort(id uint32, httpStatus int, st *status.Status, requestEnded bool) {
+// with the given HTTP status, as grpc-go's writeEarlyAbort. A request not yet complete stays
+// half-closed (local) in sc.answered: its frames are checked and discarded as x/net's server
+// does while its handler drains a body (grpc-go resets it with NO_ERROR instead, after which
+// RFC 9113 section 5.4.2 has the peer's frames ignored unchecked). Reader goroutine only.
+func (sc *serverConn) writeEarlyAbort(id uint32, httpStatus int, st *status.Status, requestEnded bool, contentLen int64) {
 	sc.lockWrite()
 	sc.hbuf.Reset()
 	sc.encodeField(":status", strconv.Itoa(httpStatus))
 	sc.encodeField("content-type", "application/grpc")
 	sc.encodeStatus(st)
 	sc.writeHeaderBlock(id, true)
-	if !requestEnded {
-		sc.noteWrite(sc.fr.WriteRSTStream(id, http2.ErrCodeNo))
-	}
 	sc.unlockWrite()
+	if !requestEnded {
+		sc.mu.Lock()
+		win := sc.peerInitWin
+		sc.mu.Unlock()
+		sc.answered[id] = &answeredStream{sendWin: win, contentLen: contentLen}
+	}
 }

@@ -66,20 +66,6 @@ func (c *Client) Connect(ctx context.Context) error {
 	return err
 }
 
-// timeoutField appends grpc-timeout carrying what is left of ctx's deadline, if it has one. The
-// value is at most 8 digits and a unit (gRPC's HTTP/2 protocol document: TimeoutValue is
-// "positive integer as ASCII string of at most 8 digits", units H, M, S, m, u, n); the
-// smallest unit the value fits in is used, rounded up so the server never gives up earlier than
-// the client. A deadline already past is sent as 1n: the stream ends at once on the client's
-// side anyway.
-func timeoutField(ctx context.Context, fields [][2]string) [][2]string {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return fields
-	}
-	return append(fields, [2]string{"grpc-timeout", encodeTimeout(time.Until(dl))})
-}
-
 // timeoutUnits are the grpc-timeout units, finest first, with their length.
 var timeoutUnits = [...]struct {
 	d    time.Duration
@@ -88,6 +74,11 @@ var timeoutUnits = [...]struct {
 
 const maxTimeoutValue = 99_999_999 // 8 digits
 
+// encodeTimeout writes d as a grpc-timeout value: at most 8 digits and a unit (gRPC's HTTP/2
+// protocol document: TimeoutValue is "positive integer as ASCII string of at most 8 digits",
+// units H, M, S, m, u, n); the smallest unit the value fits in is used, rounded up so the
+// server never gives up earlier than the client. A deadline already past is sent as 1n: the
+// stream ends at once on the client's side anyway.
 func encodeTimeout(d time.Duration) string {
 	if d <= 0 {
 		return "1n"
