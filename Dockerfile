@@ -22,7 +22,7 @@ ARG ISTIO_VERSION
 # The Makefile's build: no cgo, the same tags, trimmed paths, stripped.
 ARG TAGS=disable_pgv,grpcnotrace
 RUN CGO_ENABLED=0 go build -tags "${TAGS}" -trimpath \
-      -ldflags "-s -w -X main.version=${ISTIO_VERSION}" \
+      -ldflags "-s -w -X main.istioVersion=${ISTIO_VERSION}" \
       -o /out/pilot-agent ./cmd/pilot-agent
 
 FROM ${ISTIO_HUB}/proxyv2:${ISTIO_VERSION}${ISTIO_VARIANT} AS istio

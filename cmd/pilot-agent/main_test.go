@@ -55,6 +55,7 @@ type pod struct {
 	env   []string
 	ev    chan string
 	admin int
+	bin   string // the agent binary; "" is agentBin
 }
 
 func newPod(t *testing.T, proxyConfig string, env ...string) *pod {
@@ -89,7 +90,11 @@ func newPod(t *testing.T, proxyConfig string, env ...string) *pod {
 
 func (p *pod) cmd(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
-	c := exec.Command(agentBin, args...)
+	bin := p.bin
+	if bin == "" {
+		bin = agentBin
+	}
+	c := exec.Command(bin, args...)
 	c.Dir, c.Env = p.dir, p.env
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
