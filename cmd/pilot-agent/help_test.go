@@ -63,7 +63,7 @@ func TestLogCaller(t *testing.T) {
 		spec string
 		want bool
 	}{{"", false}, {"default", true}, {"ads,all", true}, {"ads", false}} {
-		fs, r := newRootFlagSet("proxy", true)
+		fs, r := newRootFlagSet("proxy")
 		if err := fs.Parse([]string{"--log_caller=" + tc.spec}); err != nil {
 			t.Fatal(err)
 		}

@@ -75,7 +75,7 @@ func iptablesFlagSet(cleanup bool) (*pflag.FlagSet, *rootFlags) {
 	if cleanup {
 		name = "istio-clean-iptables"
 	}
-	fs, root := newRootFlagSet(name, false)
+	fs, root := newRootFlagSet(name)
 	for _, f := range iptablesFlags {
 		if f.isBool {
 			def := f.name == "cleanup-only" && cleanup

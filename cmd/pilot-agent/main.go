@@ -46,8 +46,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	case "istio-iptables", "istio-clean-iptables":
 		return runIstioIptables(ctx, rest, environ, sio, name == "istio-clean-iptables")
 	case "":
-		// Root flags only: parse them (unknown ones tolerated, as Istio does) and print help.
-		fs, _ := newRootFlagSet("pilot-agent", true)
+		// Root flags only: parse them (an unknown one is a usage error) and print help.
+		fs, _ := newRootFlagSet("pilot-agent")
 		if err := fs.Parse(rest); err != nil && !isHelp(err) {
 			return usageError(sio, "pilot-agent", err)
 		}

@@ -187,6 +187,33 @@ func TestUsageErrors(t *testing.T) {
 	p.nothingStarted(t)
 }
 
+// TestUnknownFlagIsUsageError: an unknown flag exits 2 naming it, for the root and every
+// sub-command, before anything starts (it used to print help and exit 0 at the root and be
+// ignored by proxy and bootstrap).
+func TestUnknownFlagIsUsageError(t *testing.T) {
+	p := newPod(t, "")
+	for _, args := range [][]string{
+		{"--bogus-flag"},
+		{"--bogus-flag", "proxy"},
+		{"proxy", "--bogus-flag"},
+		{"proxy", "sidecar", "--bogus-flag"},
+		{"proxy", "router", "--bogus-flag=1"},
+		{"bootstrap", "--bogus-flag"},
+		{"request", "--bogus-flag", "GET", "stats"},
+		{"wait", "--bogus-flag"},
+		{"version", "--bogus-flag"},
+		{"help", "--bogus-flag"},
+		{"istio-iptables", "--bogus-flag"},
+		{"istio-clean-iptables", "--bogus-flag"},
+	} {
+		code, out, stderr := p.run(t, args...)
+		if code != exitUsage || !strings.Contains(stderr, "unknown flag: --bogus-flag") {
+			t.Errorf("%v: exit %d, stderr %q, stdout %.200q; want %d naming --bogus-flag", args, code, stderr, out, exitUsage)
+		}
+	}
+	p.nothingStarted(t)
+}
+
 func TestBadEnvironmentNamesTheVariable(t *testing.T) {
 	p := newPod(t, "", "EXIT_ON_ZERO_ACTIVE_CONNECTIONS=maybe", "MINIMUM_DRAIN_DURATION=5")
 	code, _, stderr := p.run(t, "proxy", "sidecar")

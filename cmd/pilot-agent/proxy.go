@@ -33,7 +33,9 @@ type proxyFlags struct {
 }
 
 func proxyFlagSet() (*pflag.FlagSet, *rootFlags, *proxyFlags) {
-	fs, r := newRootFlagSet("proxy", true) // unknown flags tolerated, as Istio does
+	// Unknown flags are refused (exit 2 naming the flag), where Istio's proxy command tolerates
+	// them (cobra FParseErrWhitelist): a misspelt flag would otherwise be silently ignored.
+	fs, r := newRootFlagSet("proxy")
 	p := &proxyFlags{}
 	fs.StringVar(&p.domain, "domain", "", "DNS domain suffix. If not provided uses ${POD_NAMESPACE}.svc.cluster.local")
 	fs.StringVar(&p.meshConfig, "meshConfig", "./etc/istio/config/mesh",
@@ -59,7 +61,7 @@ func proxyUsage(w io.Writer) {
 Usage:
   pilot-agent proxy [sidecar|router|waypoint] [flags]
 
-Flags (unknown flags are accepted and ignored, as Istio's agent does):
+Flags (an unknown flag is a usage error, exit 2):
 %s`, fs.FlagUsages())
 	options.WriteHelp(w)
 	fmt.Fprint(w, exitCodesHelp)

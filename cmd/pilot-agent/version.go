@@ -103,7 +103,7 @@ func istioBuild() buildInfo {
 func buildVersion() string { return currentBuild().Version }
 
 func versionFlagSet() (*pflag.FlagSet, *bool, *string) {
-	fs, _ := newRootFlagSet("version", false)
+	fs, _ := newRootFlagSet("version")
 	short := fs.BoolP("short", "s", false, "use --short=false to generate full version information")
 	output := fs.StringP("output", "o", "", "one of 'yaml' or 'json'")
 	return fs, short, output
