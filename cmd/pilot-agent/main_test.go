@@ -214,6 +214,48 @@ func TestUnknownFlagIsUsageError(t *testing.T) {
 	p.nothingStarted(t)
 }
 
+// TestUnreadableBootstrapFilesExitBeforeStart: a bootstrap template or customConfigFile the
+// agent cannot read is a configuration error, exit 2 naming the setting, before any service
+// starts (a missing --templateFile started the status and SDS servers and exited 255).
+func TestUnreadableBootstrapFilesExitBeforeStart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		pc, env  string
+		wantErr  string
+		wantPath string
+	}{
+		{"templateFile", []string{"--templateFile", "/nonexistent/t.json"}, "", "", "--templateFile", "/nonexistent/t.json"},
+		{"templateFile dir", []string{"--templateFile", "/"}, "", "", "--templateFile", "is a directory"},
+		{"ISTIO_BOOTSTRAP", nil, "", "ISTIO_BOOTSTRAP=/nonexistent/b.json", "ISTIO_BOOTSTRAP", "/nonexistent/b.json"},
+		{"proxyBootstrapTemplatePath", nil, `"proxyBootstrapTemplatePath": "/nonexistent/p.json"`, "", "proxyBootstrapTemplatePath", "/nonexistent/p.json"},
+		{"customConfigFile", nil, `"customConfigFile": "/nonexistent/c.json"`, "", "customConfigFile", "/nonexistent/c.json"},
+		{"meshConfig dir", []string{"--meshConfig", "/"}, "", "", "mesh config /", "is a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc := ""
+			if tc.pc != "" {
+				pc = fmt.Sprintf(`{"binaryPath": %q, "proxyAdminPort": %d, "statusPort": %d, "discoveryAddress": "127.0.0.1:1", %s}`,
+					standinBin, freePort(t), freePort(t), tc.pc)
+			}
+			var env []string
+			if tc.env != "" {
+				env = append(env, tc.env)
+			}
+			p := newPod(t, pc, env...)
+			args := append([]string{"proxy", "sidecar", "--log_output_level=default:debug"}, tc.args...)
+			code, out, stderr := p.run(t, args...)
+			if code != exitUsage || !strings.Contains(stderr, tc.wantErr) || !strings.Contains(stderr, tc.wantPath) {
+				t.Errorf("exit %d, stderr %q; want %d naming %s and %s", code, stderr, exitUsage, tc.wantErr, tc.wantPath)
+			}
+			if strings.Contains(out, "service started") {
+				t.Errorf("a service started before the error:\n%s", out)
+			}
+			p.nothingStarted(t)
+		})
+	}
+}
+
 func TestBadEnvironmentNamesTheVariable(t *testing.T) {
 	p := newPod(t, "", "EXIT_ON_ZERO_ACTIVE_CONNECTIONS=maybe", "MINIMUM_DRAIN_DURATION=5")
 	code, _, stderr := p.run(t, "proxy", "sidecar")

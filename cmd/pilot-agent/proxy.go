@@ -205,6 +205,9 @@ func resolveAgent(ctx context.Context, shutdown context.CancelFunc, pf *proxyFla
 	if err == nil {
 		err = unsupported(env, pc)
 	}
+	if err == nil {
+		err = checkConfigFiles(pf.templateFile, env, pc)
+	}
 	if err != nil {
 		shutdown() // ends the discovery at once; nothing else has started
 		return nil, err
