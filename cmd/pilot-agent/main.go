@@ -1,5 +1,5 @@
 // Command pilot-agent is Wingman's drop-in replacement for Istio's sidecar agent. It accepts Istio's
-// sub-commands, flags and environment: `proxy [sidecar|router]`, `request`, `wait` and `version`, plus `bootstrap [--validate]`;
+// sub-commands, flags and environment: `proxy [sidecar|router|waypoint|ztunnel|agentgateway]`, `request`, `wait` and `version`, plus `bootstrap [--validate]`;
 // `istio-iptables` (and Istio's older `istio-clean-iptables`) programs the pod's traffic capture
 // (package capture).
 //

@@ -59,16 +59,20 @@ func proxyUsage(w io.Writer) {
 	fmt.Fprintf(w, `XDS proxy agent: renders Envoy's bootstrap, runs Envoy, and serves SDS, xDS, DNS and health.
 
 Usage:
-  pilot-agent proxy [sidecar|router|waypoint] [flags]
+  pilot-agent proxy [%s] [flags]
 
 Flags (an unknown flag is a usage error, exit 2):
-%s`, fs.FlagUsages())
+%s`, nodeTypeChoice(), fs.FlagUsages())
 	options.WriteHelp(w)
 	fmt.Fprint(w, exitCodesHelp)
 }
 
-// validNodeTypes are Istio's application node types (pkg/model/proxy.go).
+// validNodeTypes are Istio's application node types (pkg/model/proxy.go, IsApplicationNodeType),
+// the one list the proxy and bootstrap commands accept, print in their usage and name in errors.
 var validNodeTypes = []string{"sidecar", "router", "waypoint", "ztunnel", "agentgateway"}
+
+// nodeTypeChoice is validNodeTypes as a usage line writes it: sidecar|router|...
+func nodeTypeChoice() string { return strings.Join(validNodeTypes, "|") }
 
 // agent is what the proxy command resolved before building anything: the parsed flags and
 // environment, the effective ProxyConfig and every decision taken from them. Built once by
