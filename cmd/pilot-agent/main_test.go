@@ -307,7 +307,7 @@ func TestMissingTokenOrRoot(t *testing.T) {
 func TestProxyLifecycle(t *testing.T) {
 	p := newPod(t, "", "STANDIN_ENV_PROBE=through")
 	c, _, errb := p.cmd(t, "proxy", "sidecar", "--domain", "default.svc.cluster.local", "--proxyLogLevel=warning",
-		"--proxyComponentLogLevel=misc:error", "--log_output_level=default:info", "--someFutureFlag=1", "--stsPort=15463")
+		"--proxyComponentLogLevel=misc:error", "--log_output_level=default:info", "--stsPort=15463")
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
