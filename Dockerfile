@@ -4,8 +4,9 @@
 #
 # ISTIO_VERSION must be the Istio version of the mesh: the image keeps that version's Envoy, and
 # the agent reports it as ISTIO_VERSION node metadata, which istiod uses to pick what to send.
-# The proxyv2 image's own agent is kept as /usr/local/bin/pilot-agent-istio, because
-# `pilot-agent istio-iptables` (the istio-init container) execs Istio's programmer.
+# `pilot-agent istio-iptables` (the istio-init container) is Wingman's too: it programs the
+# capture itself (package capture, with Istio's flags and rules, through the image's iptables or
+# nft), so Istio's agent is not kept in the image.
 # No RUN step touches the Istio stage, so the distroless variant works too
 # (--build-arg ISTIO_VARIANT=-distroless).
 ARG ISTIO_VERSION=1.28.0
@@ -22,11 +23,8 @@ ARG ISTIO_VERSION
 # The Makefile's build: no cgo, the same tags, trimmed paths, stripped.
 ARG TAGS=disable_pgv,grpcnotrace
 RUN CGO_ENABLED=0 go build -tags "${TAGS}" -trimpath \
-      -ldflags "-s -w -X main.version=${ISTIO_VERSION}" \
+      -ldflags "-s -w -X main.istioVersion=${ISTIO_VERSION}" \
       -o /out/pilot-agent ./cmd/pilot-agent
 
-FROM ${ISTIO_HUB}/proxyv2:${ISTIO_VERSION}${ISTIO_VARIANT} AS istio
-
 FROM ${ISTIO_HUB}/proxyv2:${ISTIO_VERSION}${ISTIO_VARIANT}
-COPY --from=istio /usr/local/bin/pilot-agent /usr/local/bin/pilot-agent-istio
 COPY --from=build /out/pilot-agent /usr/local/bin/pilot-agent

@@ -7,10 +7,14 @@ BENCHTIME ?= 1x
 COUNT     ?= 1
 # The Istio release whose agent behaviour Wingman follows, reported to Istiod as ISTIO_VERSION and
 # by `pilot-agent version`: by default the version of istio.io/api in go.mod (Istio tags its API
-# with its release number). VERSION is Wingman's own.
+# with its release number). VERSION is Wingman's own. GIT_REVISION and BUILD_STATUS are stamped
+# as Istio's common/scripts/report_build_info.sh stamps them: the commit, with "-dirty" when the
+# tree has changes, and Clean or Modified (both empty outside a git checkout).
 ISTIO_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' istio.io/api 2>/dev/null | sed 's/^v//')
 VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null)
-VERSION_LDFLAGS = -X main.istioVersion=$(ISTIO_VERSION) -X main.version=$(VERSION)
+GIT_REVISION  ?= $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { if [ -n "$$(git status --porcelain 2>/dev/null)" ]; then echo "$$r-dirty"; else echo "$$r"; fi; })
+BUILD_STATUS  ?= $(if $(GIT_REVISION),$(if $(filter %-dirty,$(GIT_REVISION)),Modified,Clean))
+VERSION_LDFLAGS = -X main.istioVersion=$(ISTIO_VERSION) -X main.version=$(VERSION) -X main.gitRevision=$(GIT_REVISION) -X main.buildStatus=$(BUILD_STATUS)
 
 .PHONY: all setup build test vet unit race gate fuzz fuzz-long bench lint demo perf perf-gate perf-gate-short pprof clean
 
@@ -69,12 +73,12 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) ./...
 
 # The whole agent on one machine against meshlab, a local control plane (see lab/demo/).
-demo:
+demo: build
 	@start=$$(date +%s); \
 	echo "== make demo: compiling the demo driver (./lab/demo; on a cold cache minutes on 2 cores)"; \
 	$(GO) build -o out/demo ./lab/demo || exit 1; \
-	echo "== make demo: running it: it builds pilot-agent and the Envoy stand-in, then runs each step"; \
-	if out/demo; then echo "make demo: PASS in $$(( $$(date +%s) - start ))s"; \
+	echo "== make demo: running it with $(BIN) (built above, as make build) and the Envoy stand-in it builds"; \
+	if out/demo -agent $(BIN); then echo "make demo: PASS in $$(( $$(date +%s) - start ))s"; \
 	else echo "make demo: FAILED after $$(( $$(date +%s) - start ))s (see the step above)"; exit 1; fi
 
 # End-to-end performance against the reference agent (see perf/README or perf/results/report.md).

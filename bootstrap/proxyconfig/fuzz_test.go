@@ -14,7 +14,11 @@ import (
 // FuzzProxyConfig feeds outside bytes (PROXY_CONFIG, the annotation, the mesh file) through every
 // parser of this package: none may panic, and an accepted document must leave a valid config.
 // Each document is also parsed into istio.io/api's generated ProxyConfig and MeshConfig with the
-// same rules: both must accept or refuse it alike, with the same error, and give the same config.
+// same rules: both must accept or refuse it alike and give the same config. The error texts are
+// compared too, deliberately: both come from parseInto, whose explain walks each message's own
+// descriptor to name the refused field, so equal texts say istio.io/api's generated descriptors
+// refuse the same field path with the same value and type as meshapi's (protojson's own text,
+// with its converted-JSON column, is no longer shown).
 func FuzzProxyConfig(f *testing.F) {
 	for _, s := range []string{
 		`{"statusPort": 15030, "proxyMetadata": {"B": "env"}}`,

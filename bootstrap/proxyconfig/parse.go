@@ -109,8 +109,9 @@ func parseInto(doc []byte, m proto.Message, source string, log *slog.Logger) err
 	}
 	// Retry tolerating unknown fields: if that succeeds, the only problem was a field this build does
 	// not know, which Istio also accepts.
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(js, m); err != nil {
-		return fmt.Errorf("%s: %w", source, err)
+	tolerant := protojson.UnmarshalOptions{DiscardUnknown: true}
+	if err := tolerant.Unmarshal(js, m); err != nil {
+		return fmt.Errorf("%s: %w", source, explain(js, m.ProtoReflect().Descriptor(), tolerant, err))
 	}
 	if log != nil {
 		log.Warn("ignoring unknown fields", "source", source,

@@ -24,7 +24,7 @@ func runBootstrap(ctx context.Context, args, environ []string, sio stdio) int {
 	validate := fs.Bool("validate", false, "check the bootstrap as Envoy would at start; exit 1 with findings")
 	if err := fs.Parse(args); err != nil {
 		if isHelp(err) {
-			fmt.Fprintf(sio.out, "Prints the Envoy bootstrap the agent would write.\n\nUsage:\n  pilot-agent bootstrap [sidecar|router|waypoint|ztunnel|agentgateway] [--validate] [proxy flags]\n\nFlags:\n%s%s", fs.FlagUsages(), exitCodesHelp)
+			fmt.Fprintf(sio.out, "Prints the Envoy bootstrap the agent would write.\n\nUsage:\n  pilot-agent bootstrap [%s] [--validate] [proxy flags]\n\nFlags:\n%s%s", nodeTypeChoice(), fs.FlagUsages(), exitCodesHelp)
 			return 0
 		}
 		return usageError(sio, "pilot-agent bootstrap", err)

@@ -175,3 +175,29 @@ func TestBootstrapCredentialKey(t *testing.T) {
 		t.Errorf("listening socket: credential = %v", v)
 	}
 }
+
+// TestProxyTypesOneList: `help proxy`, `bootstrap --help` and the bad-type error name the same
+// node types, each of which the agent accepts: Istio's application node types
+// (pkg/model/proxy.go, IsApplicationNodeType: sidecar, router, waypoint, ztunnel, agentgateway).
+// help proxy said [sidecar|router|waypoint] while the error listed all five.
+func TestProxyTypesOneList(t *testing.T) {
+	want := "sidecar|router|waypoint|ztunnel|agentgateway"
+	p := newPod(t, "")
+	usage := regexp.MustCompile(`pilot-agent (proxy|bootstrap) \[([a-z|]+)\]`)
+	for _, args := range [][]string{{"help", "proxy"}, {"proxy", "--help"}, {"bootstrap", "--help"}} {
+		code, out, _ := p.run(t, args...)
+		m := usage.FindStringSubmatch(out)
+		if code != 0 || m == nil || m[2] != want {
+			t.Errorf("%v: exit %d, usage line %q; want [%s]", args, code, m, want)
+		}
+	}
+	code, _, stderr := p.run(t, "proxy", "gateway")
+	if code != exitUsage || !strings.Contains(stderr, "want one of "+strings.ReplaceAll(want, "|", ", ")) {
+		t.Errorf("proxy gateway: exit %d, stderr %q", code, stderr)
+	}
+	for nt := range strings.SplitSeq(want, "|") {
+		if code, _, stderr := p.run(t, "bootstrap", nt); code != 0 {
+			t.Errorf("bootstrap %s: exit %d, stderr %q", nt, code, stderr)
+		}
+	}
+}

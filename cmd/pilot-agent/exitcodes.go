@@ -7,10 +7,11 @@ const exitCodesHelp = `
 Exit codes (every command):
   0      done: proxy stopped cleanly, wait saw Envoy ready, request got an answer
          (any status below 400, or 404), bootstrap printed or validated, help and version printed
-  1      bootstrap --validate found problems (one per line on stderr)
+  1      bootstrap --validate found problems (one per line on stderr); istio-iptables: applying
+         the capture failed (what it wrote is removed)
   2      usage or configuration error found before anything started (bad flag, argument,
-         environment variable or ProxyConfig, missing token or root, a setting refused as not
-         supported, no iptables programmer to exec); nothing was started
+         environment variable, ProxyConfig or file, missing token or root, a setting refused as
+         not supported); nothing was started
   255    failed while running, as Istio's agent: request failed or got a status of 400 or more
          (404 excepted), wait timed out, version could not encode, the agent failed
   other  proxy: Envoy exited by itself with this code (Istio's agent exits 0 then);

@@ -30,8 +30,8 @@ func TestEverySubCommandHasHelp(t *testing.T) {
 		if code != 0 || len(out) < 40 {
 			t.Errorf("help %s: exit %d, %q", cmd, code, out)
 		}
-		if cmd == "istio-iptables" || cmd == "help" {
-			continue // --help goes to Istio's programmer; `help --help` is root help
+		if cmd == "help" {
+			continue // `help --help` is root help
 		}
 		code, out = help(cmd, "--help")
 		if code != 0 || !strings.Contains(out, "Exit codes") {
@@ -63,7 +63,7 @@ func TestLogCaller(t *testing.T) {
 		spec string
 		want bool
 	}{{"", false}, {"default", true}, {"ads,all", true}, {"ads", false}} {
-		fs, r := newRootFlagSet("proxy", true)
+		fs, r := newRootFlagSet("proxy")
 		if err := fs.Parse([]string{"--log_caller=" + tc.spec}); err != nil {
 			t.Fatal(err)
 		}

@@ -75,7 +75,7 @@ func iptablesFlagSet(cleanup bool) (*pflag.FlagSet, *rootFlags) {
 	if cleanup {
 		name = "istio-clean-iptables"
 	}
-	fs, root := newRootFlagSet(name, false)
+	fs, root := newRootFlagSet(name)
 	for _, f := range iptablesFlags {
 		if f.isBool {
 			def := f.name == "cleanup-only" && cleanup
@@ -94,6 +94,9 @@ func iptablesFlagSet(cleanup bool) (*pflag.FlagSet, *rootFlags) {
 func iptablesUsage(w io.Writer, fs *pflag.FlagSet) {
 	commandUsage(w, fs.Name(), "Sets up the pod's traffic capture (iptables or native nftables) for the Istio sidecar", fs)
 	fmt.Fprintf(w, `
+Wingman programs the capture itself (package capture), with Istio's flags, environment and
+rules, through iptables-restore or nft; Istio's agent is not run.
+
 Environment: each flag but --envoy-port is also read from its name upper-cased with - as _
 (ISTIO_SERVICE_CIDR, INBOUND_CAPTURE_PORT, ...; a flag given wins), and --redirect-dns from
 ISTIO_META_DNS_CAPTURE, --drop-invalid from INVALID_DROP, --dual-stack from ISTIO_DUAL_STACK.

@@ -267,3 +267,37 @@ func TestPodIPv6(t *testing.T) {
 		}
 	}
 }
+
+// TestIptablesToldOneWay: istio-iptables is programmed by Wingman's capture package (see
+// runIstioIptables), and --help, the README (its image paragraph and exit-code table), the
+// exit-code help and the Dockerfile say so; they used to say it execs Istio's programmer,
+// kept in the image as pilot-agent-istio.
+func TestIptablesToldOneWay(t *testing.T) {
+	out, err := exec.Command(agentBin, "istio-iptables", "--help").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "Wingman programs the capture itself (package capture)") {
+		t.Errorf("istio-iptables --help does not say who programs the capture:\n%s", out)
+	}
+	stale := []string{"pilot-agent-istio", "programmer", "execs Istio"}
+	for _, f := range []string{"../../README.md", "../../Dockerfile"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stale {
+			if strings.Contains(string(b), s) {
+				t.Errorf("%s still says %q", f, s)
+			}
+		}
+		if !strings.Contains(string(b), "package capture") && !strings.Contains(string(b), "package `capture`") {
+			t.Errorf("%s does not name package capture", f)
+		}
+	}
+	for _, s := range append(stale, "126 when --run-validation") {
+		if strings.Contains(exitCodesHelp, s) != (s == "126 when --run-validation") {
+			t.Errorf("exit-code help and %q:\n%s", s, exitCodesHelp)
+		}
+	}
+}

@@ -1,5 +1,5 @@
 // Command pilot-agent is Wingman's drop-in replacement for Istio's sidecar agent. It accepts Istio's
-// sub-commands, flags and environment: `proxy [sidecar|router]`, `request`, `wait` and `version`, plus `bootstrap [--validate]`;
+// sub-commands, flags and environment: `proxy [sidecar|router|waypoint|ztunnel|agentgateway]`, `request`, `wait` and `version`, plus `bootstrap [--validate]`;
 // `istio-iptables` (and Istio's older `istio-clean-iptables`) programs the pod's traffic capture
 // (package capture).
 //
@@ -46,8 +46,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	case "istio-iptables", "istio-clean-iptables":
 		return runIstioIptables(ctx, rest, environ, sio, name == "istio-clean-iptables")
 	case "":
-		// Root flags only: parse them (unknown ones tolerated, as Istio does) and print help.
-		fs, _ := newRootFlagSet("pilot-agent", true)
+		// Root flags only: parse them (an unknown one is a usage error) and print help.
+		fs, _ := newRootFlagSet("pilot-agent")
 		if err := fs.Parse(rest); err != nil && !isHelp(err) {
 			return usageError(sio, "pilot-agent", err)
 		}

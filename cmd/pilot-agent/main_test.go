@@ -55,6 +55,7 @@ type pod struct {
 	env   []string
 	ev    chan string
 	admin int
+	bin   string // the agent binary; "" is agentBin
 }
 
 func newPod(t *testing.T, proxyConfig string, env ...string) *pod {
@@ -89,7 +90,11 @@ func newPod(t *testing.T, proxyConfig string, env ...string) *pod {
 
 func (p *pod) cmd(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
-	c := exec.Command(agentBin, args...)
+	bin := p.bin
+	if bin == "" {
+		bin = agentBin
+	}
+	c := exec.Command(bin, args...)
 	c.Dir, c.Env = p.dir, p.env
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
@@ -182,6 +187,75 @@ func TestUsageErrors(t *testing.T) {
 	p.nothingStarted(t)
 }
 
+// TestUnknownFlagIsUsageError: an unknown flag exits 2 naming it, for the root and every
+// sub-command, before anything starts (it used to print help and exit 0 at the root and be
+// ignored by proxy and bootstrap).
+func TestUnknownFlagIsUsageError(t *testing.T) {
+	p := newPod(t, "")
+	for _, args := range [][]string{
+		{"--bogus-flag"},
+		{"--bogus-flag", "proxy"},
+		{"proxy", "--bogus-flag"},
+		{"proxy", "sidecar", "--bogus-flag"},
+		{"proxy", "router", "--bogus-flag=1"},
+		{"bootstrap", "--bogus-flag"},
+		{"request", "--bogus-flag", "GET", "stats"},
+		{"wait", "--bogus-flag"},
+		{"version", "--bogus-flag"},
+		{"help", "--bogus-flag"},
+		{"istio-iptables", "--bogus-flag"},
+		{"istio-clean-iptables", "--bogus-flag"},
+	} {
+		code, out, stderr := p.run(t, args...)
+		if code != exitUsage || !strings.Contains(stderr, "unknown flag: --bogus-flag") {
+			t.Errorf("%v: exit %d, stderr %q, stdout %.200q; want %d naming --bogus-flag", args, code, stderr, out, exitUsage)
+		}
+	}
+	p.nothingStarted(t)
+}
+
+// TestUnreadableBootstrapFilesExitBeforeStart: a bootstrap template or customConfigFile the
+// agent cannot read is a configuration error, exit 2 naming the setting, before any service
+// starts (a missing --templateFile started the status and SDS servers and exited 255).
+func TestUnreadableBootstrapFilesExitBeforeStart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		pc, env  string
+		wantErr  string
+		wantPath string
+	}{
+		{"templateFile", []string{"--templateFile", "/nonexistent/t.json"}, "", "", "--templateFile", "/nonexistent/t.json"},
+		{"templateFile dir", []string{"--templateFile", "/"}, "", "", "--templateFile", "is a directory"},
+		{"ISTIO_BOOTSTRAP", nil, "", "ISTIO_BOOTSTRAP=/nonexistent/b.json", "ISTIO_BOOTSTRAP", "/nonexistent/b.json"},
+		{"proxyBootstrapTemplatePath", nil, `"proxyBootstrapTemplatePath": "/nonexistent/p.json"`, "", "proxyBootstrapTemplatePath", "/nonexistent/p.json"},
+		{"customConfigFile", nil, `"customConfigFile": "/nonexistent/c.json"`, "", "customConfigFile", "/nonexistent/c.json"},
+		{"meshConfig dir", []string{"--meshConfig", "/"}, "", "", "mesh config /", "is a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc := ""
+			if tc.pc != "" {
+				pc = fmt.Sprintf(`{"binaryPath": %q, "proxyAdminPort": %d, "statusPort": %d, "discoveryAddress": "127.0.0.1:1", %s}`,
+					standinBin, freePort(t), freePort(t), tc.pc)
+			}
+			var env []string
+			if tc.env != "" {
+				env = append(env, tc.env)
+			}
+			p := newPod(t, pc, env...)
+			args := append([]string{"proxy", "sidecar", "--log_output_level=default:debug"}, tc.args...)
+			code, out, stderr := p.run(t, args...)
+			if code != exitUsage || !strings.Contains(stderr, tc.wantErr) || !strings.Contains(stderr, tc.wantPath) {
+				t.Errorf("exit %d, stderr %q; want %d naming %s and %s", code, stderr, exitUsage, tc.wantErr, tc.wantPath)
+			}
+			if strings.Contains(out, "service started") {
+				t.Errorf("a service started before the error:\n%s", out)
+			}
+			p.nothingStarted(t)
+		})
+	}
+}
+
 func TestBadEnvironmentNamesTheVariable(t *testing.T) {
 	p := newPod(t, "", "EXIT_ON_ZERO_ACTIVE_CONNECTIONS=maybe", "MINIMUM_DRAIN_DURATION=5")
 	code, _, stderr := p.run(t, "proxy", "sidecar")
@@ -233,7 +307,7 @@ func TestMissingTokenOrRoot(t *testing.T) {
 func TestProxyLifecycle(t *testing.T) {
 	p := newPod(t, "", "STANDIN_ENV_PROBE=through")
 	c, _, errb := p.cmd(t, "proxy", "sidecar", "--domain", "default.svc.cluster.local", "--proxyLogLevel=warning",
-		"--proxyComponentLogLevel=misc:error", "--log_output_level=default:info", "--someFutureFlag=1", "--stsPort=15463")
+		"--proxyComponentLogLevel=misc:error", "--log_output_level=default:info", "--stsPort=15463")
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}

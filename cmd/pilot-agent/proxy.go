@@ -34,7 +34,9 @@ type proxyFlags struct {
 }
 
 func proxyFlagSet() (*pflag.FlagSet, *rootFlags, *proxyFlags) {
-	fs, r := newRootFlagSet("proxy", true) // unknown flags tolerated, as Istio does
+	// Unknown flags are refused (exit 2 naming the flag), where Istio's proxy command tolerates
+	// them (cobra FParseErrWhitelist): a misspelt flag would otherwise be silently ignored.
+	fs, r := newRootFlagSet("proxy")
 	p := &proxyFlags{}
 	fs.StringVar(&p.domain, "domain", "", "DNS domain suffix. If not provided uses ${POD_NAMESPACE}.svc.cluster.local")
 	fs.StringVar(&p.meshConfig, "meshConfig", "./etc/istio/config/mesh",
@@ -58,16 +60,20 @@ func proxyUsage(w io.Writer) {
 	fmt.Fprintf(w, `XDS proxy agent: renders Envoy's bootstrap, runs Envoy, and serves SDS, xDS, DNS and health.
 
 Usage:
-  pilot-agent proxy [sidecar|router|waypoint] [flags]
+  pilot-agent proxy [%s] [flags]
 
-Flags (unknown flags are accepted and ignored, as Istio's agent does):
-%s`, fs.FlagUsages())
+Flags (an unknown flag is a usage error, exit 2):
+%s`, nodeTypeChoice(), fs.FlagUsages())
 	options.WriteHelp(w)
 	fmt.Fprint(w, exitCodesHelp)
 }
 
-// validNodeTypes are Istio's application node types (pkg/model/proxy.go).
+// validNodeTypes are Istio's application node types (pkg/model/proxy.go, IsApplicationNodeType),
+// the one list the proxy and bootstrap commands accept, print in their usage and name in errors.
 var validNodeTypes = []string{"sidecar", "router", "waypoint", "ztunnel", "agentgateway"}
+
+// nodeTypeChoice is validNodeTypes as a usage line writes it: sidecar|router|...
+func nodeTypeChoice() string { return strings.Join(validNodeTypes, "|") }
 
 // agent is what the proxy command resolved before building anything: the parsed flags and
 // environment, the effective ProxyConfig and every decision taken from them. Built once by
@@ -203,6 +209,9 @@ func resolveAgent(ctx context.Context, shutdown context.CancelFunc, pf *proxyFla
 	}
 	if err == nil {
 		err = unsupported(env, pc)
+	}
+	if err == nil {
+		err = checkConfigFiles(pf.templateFile, env, pc)
 	}
 	if err != nil {
 		shutdown() // ends the discovery at once; nothing else has started

@@ -18,7 +18,7 @@ import (
 var allowedDebugPorts = []int{15000, 15020, 15021, 15004}
 
 func requestFlagSet() (*pflag.FlagSet, *int) {
-	fs, _ := newRootFlagSet("request", false)
+	fs, _ := newRootFlagSet("request")
 	port := fs.Int("debug-port", 15000, "set the port to make a local request to; one of 15000, 15020, 15021, 15004")
 	return fs, port
 }

@@ -29,11 +29,10 @@ var rootValueFlags = map[string]bool{
 	"--log_rotate_max_backups": true, "--vklog": true,
 }
 
-func newRootFlagSet(name string, tolerateUnknown bool) (*pflag.FlagSet, *rootFlags) {
+func newRootFlagSet(name string) (*pflag.FlagSet, *rootFlags) {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.SortFlags = false
-	fs.ParseErrorsAllowlist.UnknownFlags = tolerateUnknown
 	r := &rootFlags{}
 	fs.StringVar(&r.outputLevel, "log_output_level", "default:info,grpc:none",
 		"comma-separated minimum per-scope logging level, as <scope>:<level>; levels: debug, info, warn, error, fatal, none")
@@ -85,7 +84,7 @@ func usageError(sio stdio, cmd string, err error) int {
 }
 
 func rootUsage(w io.Writer) {
-	fs, _ := newRootFlagSet("pilot-agent", true)
+	fs, _ := newRootFlagSet("pilot-agent")
 	fmt.Fprintf(w, `Wingman pilot-agent runs in the sidecar or gateway container and bootstraps Envoy
 (a drop-in replacement for Istio's pilot-agent).
 
@@ -114,6 +113,13 @@ func runHelp(args []string, sio stdio) int {
 	if len(args) == 0 {
 		rootUsage(sio.out)
 		return 0
+	}
+	if strings.HasPrefix(args[0], "-") && args[0] != "-" {
+		if args[0] == "-h" || args[0] == "--help" {
+			rootUsage(sio.out)
+			return 0
+		}
+		return usageError(sio, "pilot-agent help", fmt.Errorf("unknown flag: %s", args[0]))
 	}
 	switch args[0] {
 	case "proxy":

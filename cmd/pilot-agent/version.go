@@ -13,15 +13,19 @@ import (
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
-// Set with -ldflags "-X main.istioVersion=... -X main.version=... -X main.gitRevision=... -X main.gitTag=..."
-// (the Makefile does). istioVersion is the Istio release whose agent behaviour Wingman follows:
-// Istiod reads it from the node metadata (ISTIO_VERSION) to decide what it may send. Unstamped,
-// it is the version of istio.io/api the binary is built against (Istio tags its API with its
-// release number). version, gitRevision and gitTag are Wingman's own.
+// Set with -ldflags "-X main.istioVersion=... -X main.version=... -X main.gitRevision=... -X main.buildStatus=..."
+// (the Makefile and the Dockerfile do). istioVersion is the one variable for the Istio release
+// whose agent behaviour Wingman follows: `pilot-agent version` prints it and Istiod reads it from
+// the node metadata (ISTIO_VERSION) to decide what it may send. Unstamped, it is the version of
+// istio.io/api the binary is built against (Istio tags its API with its release number).
+// version, gitRevision, buildStatus and gitTag are Wingman's own build: gitRevision is
+// `git rev-parse HEAD` with "-dirty" when the tree has changes and buildStatus "Clean" or
+// "Modified", as Istio's common/scripts/report_build_info.sh stamps its pkg/version.
 var (
 	istioVersion = ""
 	version      = ""
 	gitRevision  = ""
+	buildStatus  = ""
 	gitTag       = ""
 )
 
@@ -43,7 +47,11 @@ type versions struct {
 
 // currentBuild is Wingman's own build.
 func currentBuild() buildInfo {
-	b := buildInfo{Version: version, GitRevision: gitRevision, GitTag: gitTag, GolangVersion: runtime.Version(), BuildStatus: "Clean"}
+	b := buildInfo{Version: version, GitRevision: gitRevision, GitTag: gitTag, GolangVersion: runtime.Version(), BuildStatus: buildStatus}
+	stamped := b.BuildStatus != ""
+	if !stamped {
+		b.BuildStatus = "Clean"
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if b.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 			b.Version = bi.Main.Version
@@ -52,7 +60,7 @@ func currentBuild() buildInfo {
 			switch {
 			case s.Key == "vcs.revision" && b.GitRevision == "":
 				b.GitRevision = s.Value
-			case s.Key == "vcs.modified" && s.Value == "true":
+			case s.Key == "vcs.modified" && s.Value == "true" && !stamped:
 				b.BuildStatus = "Modified"
 			}
 		}
@@ -95,7 +103,7 @@ func istioBuild() buildInfo {
 func buildVersion() string { return currentBuild().Version }
 
 func versionFlagSet() (*pflag.FlagSet, *bool, *string) {
-	fs, _ := newRootFlagSet("version", false)
+	fs, _ := newRootFlagSet("version")
 	short := fs.BoolP("short", "s", false, "use --short=false to generate full version information")
 	output := fs.StringP("output", "o", "", "one of 'yaml' or 'json'")
 	return fs, short, output

@@ -16,7 +16,7 @@ type waitFlags struct {
 }
 
 func waitFlagSet() (*pflag.FlagSet, *waitFlags) {
-	fs, _ := newRootFlagSet("wait", false)
+	fs, _ := newRootFlagSet("wait")
 	w := &waitFlags{}
 	fs.IntVar(&w.timeoutSeconds, "timeoutSeconds", 60, "maximum number of seconds to wait for Envoy to be ready")
 	fs.IntVar(&w.requestTimeoutMillis, "requestTimeoutMillis", 500, "number of milliseconds to wait for response")

@@ -326,19 +326,24 @@ func (d *demo) readiness(ctx context.Context) (string, error) {
 	if w.err != nil {
 		return "", fmt.Errorf("%s never answered 200: %w", w.url, w.err)
 	}
+	return readinessAccount(w.url, w.readyAt, w.seen), nil
+}
+
+// readinessAccount tells the readiness step: when the agent turned ready and each distinct
+// reason it was not ready before, whole (they name files and resources; one cut mid-path
+// said nothing), one per line.
+func readinessAccount(url string, readyAt time.Duration, seen []string) string {
 	s := fmt.Sprintf("GET %s → 200, %v after the agent started\n(Envoy's CDS and LDS, the gRPC bootstrap's certificates and the DNS table all in)",
-		w.url, w.readyAt.Round(time.Millisecond))
-	for i, b := range w.seen {
-		if len(b) > 110 {
-			b = b[:110] + "…"
-		}
+		url, readyAt.Round(time.Millisecond))
+	for i, b := range seen {
+		b = strings.Join(strings.Fields(b), " ") // a multi-line body stays on its line
 		if i == 0 {
 			s += "\nbefore that: " + b
 		} else {
 			s += "\n        then " + b
 		}
 	}
-	return s, nil
+	return s
 }
 
 // badResource writes a broken resource file and checks that meshlab rejects it, naming the

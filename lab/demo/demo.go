@@ -234,7 +234,13 @@ func (d *demo) build(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-	d.agentBin = d.o.Agent
+	if d.o.Agent != "" {
+		// The agent runs with the root as its working directory: a relative -agent (make demo
+		// passes out/pilot-agent) is resolved here.
+		if d.agentBin, err = filepath.Abs(d.o.Agent); err != nil {
+			return "", fmt.Errorf("-agent %s: %w", d.o.Agent, err)
+		}
+	}
 	if d.agentBin == "" {
 		d.agentBin = filepath.Join(d.bin, "pilot-agent")
 		fmt.Fprintln(d.out, "building ./cmd/pilot-agent ...")

@@ -113,3 +113,15 @@ func shortTempDir(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+// TestReadinessReasonsWhole: the reasons the agent was not ready are printed whole, however
+// long (they were cut at 110 bytes, mid-path).
+func TestReadinessReasonsWhole(t *testing.T) {
+	long := "503 not ready: workload certificate not yet written to /tmp/wingman-demo-123456/etc/certs/cert-chain.pem; Envoy has not yet received CDS and LDS from istiod"
+	s := readinessAccount("http://127.0.0.1:15021/healthz/ready", 1500*time.Millisecond, []string{"no answer yet (connection refused)", long, "503 a\nb"})
+	for _, want := range []string{"before that: no answer yet (connection refused)", "then " + long + "\n", "then 503 a b"} {
+		if !strings.Contains(s+"\n", want) {
+			t.Errorf("account lacks %q:\n%s", want, s)
+		}
+	}
+}
