@@ -97,8 +97,7 @@ func WriteGRPCBootstrap(path string, cfg Config, outputCertsDir string) error {
 	if err != nil {
 		return err
 	}
-	// Written without reflection (jsonw.go), byte for byte as json.MarshalIndent(b, "", "  ").
-	data, err := appendIndented(make([]byte, 0, 4<<10), b)
+	data, err := marshalIndented(b)
 	if err != nil {
 		return fmt.Errorf("gRPC bootstrap: %w", err)
 	}
