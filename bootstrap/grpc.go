@@ -97,7 +97,8 @@ func WriteGRPCBootstrap(path string, cfg Config, outputCertsDir string) error {
 	if err != nil {
 		return err
 	}
-	data, err := marshalIndented(b)
+	// Written without reflection (jsonw.go), byte for byte as json.MarshalIndent(b, "", "  ").
+	data, err := appendIndented(make([]byte, 0, 4<<10), b)
 	if err != nil {
 		return fmt.Errorf("gRPC bootstrap: %w", err)
 	}

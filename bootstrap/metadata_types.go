@@ -169,41 +169,17 @@ type Metadata struct {
 // metadataFields is Metadata without its methods, so json sees the plain struct.
 type metadataFields Metadata
 
-// MarshalJSON writes the typed keys merged with every raw key not among them, in sorted key
-// order: the typed field wins when it is set, as in Istio's nodeMetadataConverter
-// (pkg/bootstrap/config.go), which marshals the typed struct and adds the raw keys it lacks.
+// MarshalJSON writes the typed keys, then every raw key not among them, in sorted key order:
+// the bytes json.Marshal would make of the typed struct merged with the raw map (the typed
+// field wins, as in Istio's nodeMetadataConverter), written without reflection
+// (metadata_json.go).
 func (m *Metadata) MarshalJSON() ([]byte, error) {
-	typed, err := json.Marshal((*metadataFields)(m))
-	if err != nil {
-		return nil, err
+	w := jsonWriter{buf: make([]byte, 0, 4<<10)}
+	m.appendJSON(&w)
+	if w.err != nil {
+		return nil, w.err
 	}
-	merged := map[string]json.RawMessage{}
-	if err := json.Unmarshal(typed, &merged); err != nil {
-		return nil, err
-	}
-	for k, v := range m.Raw {
-		if _, ok := merged[k]; ok {
-			continue
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("metadata key %s: %w", k, err)
-		}
-		merged[k] = b
-	}
-	return json.Marshal(merged)
-}
-
-// setKey sets the typed field of metadata key k from its value v as Istio's agent decodes
-// metadata: the key and value marshalled as a one-key object and unmarshalled into the typed
-// struct (so the key matches a field exactly or case-insensitively, and a key naming no field
-// is ignored).
-func (m *Metadata) setKey(k string, v any) error {
-	one, err := json.Marshal(map[string]any{k: v})
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(one, (*metadataFields)(m))
+	return w.buf, nil
 }
 
 // UnmarshalJSON reads metadata the way Istiod does: typed fields plus the raw map.

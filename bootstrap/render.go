@@ -17,22 +17,16 @@ func Render(cfg Config) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := marshalIndented(b)
+	// Written without reflection (jsonw.go), byte for byte as json.MarshalIndent(b, "", "  ").
+	out, err := appendIndented(make([]byte, 0, renderBufSize), b)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: marshal: %w", err)
 	}
 	return out, nil
 }
 
-// marshalIndented is v as json.MarshalIndent(v, "", "  ") writes it, plus a newline, the layout
-// of the goldens and of the files Envoy and gRPC read.
-func marshalIndented(v any) ([]byte, error) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
+// renderBufSize holds a typical bootstrap in one allocation (the goldens are 16-22 KB).
+const renderBufSize = 24 << 10
 
 // Build returns the typed bootstrap for cfg; Render marshals it.
 func Build(cfg Config) (*Bootstrap, error) {
