@@ -383,6 +383,10 @@ func (x *Cluster) appendJSON(w *jsonWriter) {
 	w.strField("type", x.Type, false)
 	w.strField("connect_timeout", x.ConnectTimeout, false)
 	w.strField("lb_policy", x.LbPolicy, true)
+	if x.LoadBalancingPolicy != nil {
+		w.field("load_balancing_policy")
+		w.value(x.LoadBalancingPolicy)
+	}
 	w.boolField("respect_dns_ttl", x.RespectDNSTTL, true)
 	w.strField("dns_lookup_family", x.DNSLookupFamily, true)
 	w.strField("dns_refresh_rate", x.DNSRefreshRate, true)
@@ -457,7 +461,7 @@ func (x *UpstreamConnOpts) appendJSON(w *jsonWriter) {
 	}
 	w.beginObject()
 	w.field("tcp_keepalive")
-	x.TCPKeepalive.appendJSON(w)
+	w.value(x.TCPKeepalive)
 	w.endObject()
 }
 
@@ -559,12 +563,26 @@ func (x *FilterChain) appendJSON(w *jsonWriter) {
 		return
 	}
 	w.beginObject()
+	if x.FilterChainMatch != nil {
+		w.field("filter_chain_match")
+		x.FilterChainMatch.appendJSON(w)
+	}
 	w.field("filters")
 	appendSlice(w, x.Filters)
 	if x.TransportSocket != nil {
 		w.field("transport_socket")
 		x.TransportSocket.appendJSON(w)
 	}
+	w.endObject()
+}
+
+func (x *FilterChainMatch) appendJSON(w *jsonWriter) {
+	if x == nil {
+		w.null()
+		return
+	}
+	w.beginObject()
+	w.strField("transport_protocol", x.TransportProtocol, true)
 	w.endObject()
 }
 

@@ -59,8 +59,7 @@ func parityCases(t testing.TB) map[string]Config {
 	c.PlatformLocality = "us-central1/us-central1-a"
 	c.STSPort = 15463
 	c.FileCredential = true
-	c.LegacyStatsTags = true
-	cases["platform_metadata_legacy_tags"] = c
+	cases["platform_metadata"] = c
 	return cases
 }
 
@@ -173,13 +172,13 @@ func TestParityFeatures(t *testing.T) {
 		t.Errorf("statsd address %v, want localhost resolved", a)
 	}
 	cl := doc("connection_limit_and_runtime")
-	if v := get(cl, "overload_manager", "resource_monitors", 0, "typed_config", "max_active_downstream_connections"); v != "5000" {
+	if v := get(cl, "overload_manager", "resource_monitors", 0, "typed_config", "max_active_downstream_connections"); v != 5000.0 {
 		t.Errorf("connection limit %v", v)
 	}
 	if v := get(cl, "layered_runtime", "layers", 0, "static_layer", "envoy.reloadable_features.http_strip_fragment_from_path_unsafe_if_disabled"); v != "false" {
 		t.Errorf("strip fragment flag %v", v)
 	}
-	pm := doc("platform_metadata_legacy_tags")
+	pm := doc("platform_metadata")
 	if get(pm, "node", "locality", "zone") != "us-central1-a" || get(pm, "node", "metadata", "PLATFORM_METADATA", "gcp_project") != "p1" {
 		t.Errorf("platform: %v", get(pm, "node"))
 	}

@@ -121,7 +121,7 @@ func (st *state) templateParams() (map[string]any, error) {
 		"discovery_host":                        discoveryHost(st.pc.GetDiscoveryAddress()),
 		"xds_root_cert":                         "",
 		"localhost":                             st.localhost,
-		"additional_localhost":                  "",
+		"additional_localhost":                  st.family.AdditionalLocalhost,
 		"wildcard":                              st.wildcard,
 		"additional_wildcard":                   st.additional,
 		"dual_stack":                            st.additional != "",
@@ -134,7 +134,6 @@ func (st *state) templateParams() (map[string]any, error) {
 		"gcp_project_id":                        "",
 		"gcp_project_number":                    st.cfg.PlatformMetadata["gcp_project_number"],
 		"metadata_discovery":                    st.discovery,
-		"delimited_stats_tags_enabled":          !st.cfg.LegacyStatsTags,
 		"deferred_cluster_creation":             true,
 		"deferred_stats_creation":               true,
 		"bypass_overload_manager":               true,
@@ -207,7 +206,7 @@ func (st *state) templateParams() (map[string]any, error) {
 			prefixes = append(prefixes, m.Prefix)
 		}
 	}
-	for _, t := range stats.StatsTags[len(st.leadingTags()) : len(stats.StatsTags)-len(trailingTags)] {
+	for _, t := range stats.StatsTags[len(delimitedTags) : len(stats.StatsTags)-len(trailingTags)] {
 		tags = append(tags, t.TagName)
 	}
 	p["inclusionPrefix"], p["inclusionSuffix"], p["inclusionRegexps"], p["extraStatTags"] = prefixes, suffixes, regexps, tags
