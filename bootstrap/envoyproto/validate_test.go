@@ -34,3 +34,23 @@ func TestWrapperForms(t *testing.T) {
 		}
 	}
 }
+
+// FuzzValidate: any bytes (an override file, a rendered template) give findings or none, never a
+// panic, and the same findings twice (the wrapper unwrapping edits only Validate's own copy).
+func FuzzValidate(f *testing.F) {
+	f.Add([]byte(`{"node": {"id": "a", "cluster": "b"}}`))
+	f.Add([]byte(`{"static_resources": {"clusters": [{"name": "c", "upstream_connection_options": {"tcp_keepalive": {"keepalive_time": {"value": 1}}}}]}}`))
+	f.Add([]byte(`{"overload_manager": {"resource_monitors": [{"name": "m", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig", "max_active_downstream_connections": {"value": 1}}}]}}`))
+	f.Add([]byte(`[1, {"value": null}]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		first, second := Validate(b), Validate(b)
+		if len(first) != len(second) {
+			t.Fatalf("findings differ between runs: %v / %v", first, second)
+		}
+		for i := range first {
+			if first[i] != second[i] {
+				t.Fatalf("findings differ between runs: %v / %v", first, second)
+			}
+		}
+	})
+}
