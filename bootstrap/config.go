@@ -100,9 +100,6 @@ type Config struct {
 	// KeepFragmentInPath is HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED=false: Istio then sets
 	// the runtime flag http_strip_fragment_from_path_unsafe_if_disabled to "false".
 	KeepFragmentInPath bool
-	// LegacyStatsTags is ENABLE_DELIMITED_STATS_TAG_REGEX=false: the tag regexes and cluster stat
-	// names from before Istio 1.23's ';'-delimited scheme.
-	LegacyStatsTags bool
 
 	// Resolver resolves a statsd host name (Envoy wants an IP); nil uses net.DefaultResolver,
 	// bounded by ResolveTimeout [5s].

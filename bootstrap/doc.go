@@ -3,10 +3,13 @@
 //
 // The render path links none of Envoy's protos: envoy.go holds small Go types named and shaped like
 // Envoy's JSON (see ARCHITECTURE.md for the measured reason). They are written without reflection
-// (jsonw.go and the types' appendJSON methods), byte for byte as json.MarshalIndent writes them,
-// so start-up builds no encoding/json type caches; jsonw_test.go holds the proof. Subpackage envoyproto checks the
+// (jsonw.go, driven by the appendJSON methods internal/jsongen generates from the struct tags
+// into json.gen.go), byte for byte as json.MarshalIndent writes them, so start-up builds no
+// encoding/json type caches; jsonw_test.go holds the proof. Subpackage envoyproto checks the
 // output against Envoy's own protos and merges ISTIO_BOOTSTRAP_OVERRIDE as Envoy does; subpackage
 // proxyconfig builds the ProxyConfig.
 //
 // Nothing here reads the environment: the caller passes the process environment in Config.Env.
 package bootstrap
+
+//go:generate go run ./internal/genjson

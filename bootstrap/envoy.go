@@ -26,6 +26,8 @@ const (
 	typeMetricsService  = "type.googleapis.com/envoy.config.metrics.v3.MetricsServiceConfig"
 	typeStatsd          = "type.googleapis.com/envoy.config.metrics.v3.StatsdSink"
 	typeUpstreamTLS     = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
+	typeLeastRequest    = "type.googleapis.com/envoy.extensions.load_balancing_policies.least_request.v3.LeastRequest"
+	typeTLSInspector    = "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"
 	httpOptionsKey      = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 )
 
@@ -201,6 +203,7 @@ type Cluster struct {
 	Type                          string             `json:"type"`
 	ConnectTimeout                string             `json:"connect_timeout"`
 	LbPolicy                      string             `json:"lb_policy,omitempty"`
+	LoadBalancingPolicy           any                `json:"load_balancing_policy,omitempty"`
 	RespectDNSTTL                 bool               `json:"respect_dns_ttl,omitempty"`
 	DNSLookupFamily               string             `json:"dns_lookup_family,omitempty"`
 	DNSRefreshRate                string             `json:"dns_refresh_rate,omitempty"`
@@ -234,7 +237,9 @@ type Thresholds struct {
 
 // UpstreamConnOpts is envoy.config.cluster.v3.UpstreamConnectionOptions.
 type UpstreamConnOpts struct {
-	TCPKeepalive TCPKeepalive `json:"tcp_keepalive"`
+	// TCPKeepalive is a *TCPKeepalive (plain numbers, as Istio's template writes xds-grpc's) or
+	// the wrapper form Istio's keepaliveConverter writes for the metrics and access log services.
+	TCPKeepalive any `json:"tcp_keepalive"`
 }
 
 // TCPKeepalive is envoy.config.core.v3.TcpKeepalive.
@@ -283,8 +288,14 @@ type AdditionalAddress struct {
 
 // FilterChain is envoy.config.listener.v3.FilterChain.
 type FilterChain struct {
-	Filters         []TypedExtension `json:"filters"`
-	TransportSocket *TypedExtension  `json:"transport_socket,omitempty"`
+	FilterChainMatch *FilterChainMatch `json:"filter_chain_match,omitempty"`
+	Filters          []TypedExtension  `json:"filters"`
+	TransportSocket  *TypedExtension   `json:"transport_socket,omitempty"`
+}
+
+// FilterChainMatch is envoy.config.listener.v3.FilterChainMatch (the rendered subset).
+type FilterChainMatch struct {
+	TransportProtocol string `json:"transport_protocol,omitempty"`
 }
 
 // HTTPConnectionManager is the HttpConnectionManager typed config of the static listeners.

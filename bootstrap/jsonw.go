@@ -436,3 +436,84 @@ func appendIndented(buf []byte, v jsonAppender) ([]byte, error) {
 	}
 	return append(w.buf, '\n'), nil
 }
+
+// The helpers below are what the generated appendJSON methods (json.gen.go, written by
+// internal/jsongen from the struct tags of envoy.go and grpc.go) call.
+
+// appendSlice writes s as a JSON array of its elements; nil is null. The loop is in array, not
+// here: each element type gets its own copy of a generic body, so it is kept to one call.
+func appendSlice[T any, P interface {
+	*T
+	jsonAppender
+}](w *jsonWriter, s []T) {
+	w.array(len(s), s == nil, func(i int) { P(&s[i]).appendJSON(w) })
+}
+
+// array writes n elements with elem; isNil writes null instead.
+func (w *jsonWriter) array(n int, isNil bool, elem func(i int)) {
+	if isNil {
+		w.null()
+		return
+	}
+	w.beginArray()
+	for i := range n {
+		w.elem()
+		elem(i)
+	}
+	w.endArray()
+}
+
+// strField writes a string member, skipped when empty if omitEmpty.
+//
+//go:noinline
+func (w *jsonWriter) strField(name, v string, omitEmpty bool) {
+	if omitEmpty && v == "" {
+		return
+	}
+	w.field(name)
+	w.str(v)
+}
+
+// boolField writes a bool member, skipped when false if omitEmpty.
+//
+//go:noinline
+func (w *jsonWriter) boolField(name string, v, omitEmpty bool) {
+	if omitEmpty && !v {
+		return
+	}
+	w.field(name)
+	w.bool(v)
+}
+
+// uintField writes an unsigned member, skipped when 0 if omitEmpty.
+//
+//go:noinline
+func (w *jsonWriter) uintField(name string, v uint32, omitEmpty bool) {
+	if omitEmpty && v == 0 {
+		return
+	}
+	w.field(name)
+	w.uint(uint64(v))
+}
+
+// emptyObjectField writes a *struct{} member (an empty proto message): {} when set, null when
+// nil unless omitEmpty.
+//
+//go:noinline
+func (w *jsonWriter) emptyObjectField(name string, v *struct{}, omitEmpty bool) {
+	if omitEmpty && v == nil {
+		return
+	}
+	w.field(name)
+	if v == nil {
+		w.null()
+		return
+	}
+	w.beginObject()
+	w.endObject()
+}
+
+// floats writes a []float64 as encoding/json does; nil is null.
+func (w *jsonWriter) floats(v []float64) {
+	w.array(len(v), v == nil, func(i int) { w.float(v[i], 64) })
+}

@@ -17,8 +17,9 @@ import (
 const (
 	metaPrefix     = "ISTIO_META_"
 	metaJSONPrefix = "ISTIO_METAJSON_"
-	localityLabel  = "topology.istio.io/locality"
-	legacyLocality = "istio-locality"
+	// localityLabel is the label Istio's GetNodeMetaData reads the locality from
+	// (model.LocalityLabel): dots stand for slashes, as label values cannot hold a slash.
+	localityLabel = "istio-locality"
 )
 
 // NodeMetadata builds the node metadata as Istio's GetNodeMetaData does, steps 1-7 of the spec:
@@ -125,8 +126,18 @@ func setAgentFacts(m *Metadata, cfg Config, ips []string) error {
 		maps.Copy(labels, fileLabels)
 	}
 	delete(labels, "pod-template-hash")
-	if loc, ok := labels[legacyLocality]; ok && labels[localityLabel] == "" {
+	// Istio's GetNodeMetaData rewrites the label in place with model.GetLocalityLabel: dots
+	// become slashes unless the value already holds a slash.
+	if loc := labels[localityLabel]; loc != "" && !strings.Contains(loc, "/") {
 		labels[localityLabel] = strings.ReplaceAll(loc, ".", "/")
+	}
+	// STATIC_LABELS: ISTIO_METAJSON_LABELS when it is a non-empty object of strings, as Istio's
+	// extractAttributesMetadata sets it (a key of the metadata variables otherwise).
+	if v, ok := lookupEnv(cfg.Env, metaJSONPrefix+"LABELS"); ok {
+		var static map[string]string
+		if json.Unmarshal([]byte(v), &static) == nil && len(static) > 0 {
+			m.StaticLabels = static
+		}
 	}
 	if len(labels) > 0 {
 		m.Labels = labels

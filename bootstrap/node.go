@@ -35,7 +35,8 @@ func serviceCluster(pc *meshapi.ProxyConfig, m *Metadata, ns string) string {
 	return name + "." + ns
 }
 
-// locality from the locality label (already normalised to slashes), else the platform's.
+// locality from the istio-locality label (already normalised to slashes), else the platform's,
+// as Istio's GetNodeMetaData.
 func locality(labels map[string]string, platform string) *Locality {
 	loc := labels[localityLabel]
 	if loc == "" {

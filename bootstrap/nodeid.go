@@ -35,30 +35,63 @@ func ParseNodeID(id string) (ParsedNodeID, error) {
 	return ParsedNodeID{Type: t, IP: parts[1], ID: parts[2], DNSDomain: parts[3]}, nil
 }
 
-// ipMode is what the instance IPs say about address families.
-type ipMode struct {
-	ipv6First bool // the first IP is IPv6: IPv6 loopback and wildcard
-	dual      bool // both families present
+// Family is where Envoy's own addresses go for a set of instance IPs, as Istio's bootstrap
+// (pkg/bootstrap/config.go, the "Check if nodeIP carries IPv4 or IPv6" branch of
+// getNodeMetadataOptions' caller): all IPv4 → 127.0.0.1, 0.0.0.0, V4_ONLY; all IPv6 → ::1, ::,
+// V6_ONLY; both families → with dual stack (ISTIO_DUAL_STACK) the first IP's family leads and the
+// other one's addresses are the additional ones, DNS lookups ALL; without it the IPv4 values.
+// The agent probes Envoy's admin on Localhost.
+type Family struct {
+	Localhost           string
+	Wildcard            string
+	DNSLookupFamily     string
+	AdditionalLocalhost string // dual stack only
+	AdditionalWildcard  string // dual stack only
 }
 
-func parseIPs(ips []string) ([]netip.Addr, ipMode, error) {
+// AddressFamily returns the Family of ips; an unparsable IP counts as neither family.
+func AddressFamily(ips []string, dualStack bool) Family {
+	v4 := Family{Localhost: "127.0.0.1", Wildcard: "0.0.0.0", DNSLookupFamily: "V4_ONLY"}
+	v6 := Family{Localhost: "::1", Wildcard: "::", DNSLookupFamily: "V6_ONLY"}
+	var has4, has6 bool
+	for _, s := range ips {
+		if a, err := netip.ParseAddr(s); err == nil {
+			if a.Unmap().Is4() {
+				has4 = true
+			} else {
+				has6 = true
+			}
+		}
+	}
+	switch {
+	case has4 && !has6:
+		return v4
+	case has6 && !has4:
+		return v6
+	case !dualStack:
+		return v4
+	}
+	// Istio's network.CheckIPFamilyTypeForFirstIPs: the first IP's family leads.
+	lead, other := v4, v6
+	if a, err := netip.ParseAddr(ips[0]); err == nil && !a.Unmap().Is4() {
+		lead, other = v6, v4
+	}
+	lead.AdditionalLocalhost, lead.AdditionalWildcard, lead.DNSLookupFamily = other.Localhost, other.Wildcard, "ALL"
+	return lead
+}
+
+// parseIPs parses the instance IPs; every one must be an IP.
+func parseIPs(ips []string) ([]netip.Addr, error) {
 	if len(ips) == 0 {
-		return nil, ipMode{}, fmt.Errorf("IPs: at least one instance IP is required")
+		return nil, fmt.Errorf("IPs: at least one instance IP is required")
 	}
 	out := make([]netip.Addr, 0, len(ips))
-	var v4, v6 bool
 	for i, s := range ips {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			return nil, ipMode{}, fmt.Errorf("IPs[%d] (INSTANCE_IP or interface address): %q: %w", i, s, err)
+			return nil, fmt.Errorf("IPs[%d] (INSTANCE_IP or interface address): %q: %w", i, s, err)
 		}
-		a = a.Unmap()
-		if a.Is4() {
-			v4 = true
-		} else {
-			v6 = true
-		}
-		out = append(out, a)
+		out = append(out, a.Unmap())
 	}
-	return out, ipMode{ipv6First: out[0].Is6(), dual: v4 && v6}, nil
+	return out, nil
 }

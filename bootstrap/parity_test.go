@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -59,8 +60,7 @@ func parityCases(t testing.TB) map[string]Config {
 	c.PlatformLocality = "us-central1/us-central1-a"
 	c.STSPort = 15463
 	c.FileCredential = true
-	c.LegacyStatsTags = true
-	cases["platform_metadata_legacy_tags"] = c
+	cases["platform_metadata"] = c
 	return cases
 }
 
@@ -173,13 +173,13 @@ func TestParityFeatures(t *testing.T) {
 		t.Errorf("statsd address %v, want localhost resolved", a)
 	}
 	cl := doc("connection_limit_and_runtime")
-	if v := get(cl, "overload_manager", "resource_monitors", 0, "typed_config", "max_active_downstream_connections"); v != "5000" {
+	if v := get(cl, "overload_manager", "resource_monitors", 0, "typed_config", "max_active_downstream_connections"); v != 5000.0 {
 		t.Errorf("connection limit %v", v)
 	}
 	if v := get(cl, "layered_runtime", "layers", 0, "static_layer", "envoy.reloadable_features.http_strip_fragment_from_path_unsafe_if_disabled"); v != "false" {
 		t.Errorf("strip fragment flag %v", v)
 	}
-	pm := doc("platform_metadata_legacy_tags")
+	pm := doc("platform_metadata")
 	if get(pm, "node", "locality", "zone") != "us-central1-a" || get(pm, "node", "metadata", "PLATFORM_METADATA", "gcp_project") != "p1" {
 		t.Errorf("platform: %v", get(pm, "node"))
 	}
@@ -256,8 +256,8 @@ func TestWriteLightstepToken(t *testing.T) {
 	must(t, WriteLightstepToken(baseConfig(t).ProxyConfig)) // no Lightstep: nothing to do
 }
 
-// TestEffectiveTemplatePath: Istio's precedence, and Istio's own template path means the typed
-// render (which produces Istio's default bootstrap).
+// TestEffectiveTemplatePath: Istio's precedence (instance.go GetEffectiveTemplatePath), ending at
+// Istio's own template path.
 func TestEffectiveTemplatePath(t *testing.T) {
 	pc := &meshapi.ProxyConfig{ProxyBootstrapTemplatePath: "/etc/pc.tmpl"}
 	for _, c := range []struct {
@@ -268,13 +268,54 @@ func TestEffectiveTemplatePath(t *testing.T) {
 		{"/env.tmpl", "/flag.tmpl", pc, "/env.tmpl"},
 		{"", "/flag.tmpl", pc, "/flag.tmpl"},
 		{"", "", pc, "/etc/pc.tmpl"},
-		{"", "", &meshapi.ProxyConfig{}, ""},
-		{"", "", &meshapi.ProxyConfig{ProxyBootstrapTemplatePath: DefaultTemplatePath}, ""},
-		{"", "/var/lib/istio/envoy/envoy_bootstrap_tmpl.json", nil, ""},
+		{"", "", &meshapi.ProxyConfig{}, DefaultTemplatePath},
+		{"", "", nil, DefaultTemplatePath},
+		{"", "/var/lib/istio/envoy/envoy_bootstrap_tmpl.json", nil, "/var/lib/istio/envoy/envoy_bootstrap_tmpl.json"},
 	} {
 		if got := EffectiveTemplatePath(c.env, c.flag, c.pc); got != c.want {
 			t.Errorf("%+v: got %q want %q", c, got, c.want)
 		}
+	}
+}
+
+// TestRenderEffective (issue 25 item 1): the template the image ships at Istio's own path is
+// rendered, as Istio's agent renders it, so the bootstrap follows the image's Istio release; the
+// typed render stands in only when the image has no template there; a custom template path
+// without a file is an error naming it.
+func TestRenderEffective(t *testing.T) {
+	cfg := baseConfig(t)
+	tmpl, err := os.ReadFile(filepath.Join("testdata", "every_param.tmpl.json"))
+	must(t, err)
+	t.Chdir(t.TempDir())
+	typed, err := Render(cfg)
+	must(t, err)
+	got, err := RenderEffective(cfg, DefaultTemplatePath)
+	must(t, err)
+	if !bytes.Equal(got, typed) {
+		t.Errorf("no template at %s: not the typed render", DefaultTemplatePath)
+	}
+
+	// An image template that differs from the typed render in one visible way: its output must
+	// be what Envoy gets.
+	shipped := bytes.Replace(tmpl, []byte(`"use_all_default_tags": false`), []byte(`"use_all_default_tags": true`), 1)
+	if bytes.Equal(shipped, tmpl) {
+		t.Fatal("every_param.tmpl.json no longer holds use_all_default_tags: false")
+	}
+	must(t, os.MkdirAll(filepath.Dir(DefaultTemplatePath), 0o755))
+	must(t, os.WriteFile(DefaultTemplatePath, shipped, 0o644))
+	got, err = RenderEffective(cfg, DefaultTemplatePath)
+	must(t, err)
+	var doc map[string]any
+	must(t, json.Unmarshal(got, &doc))
+	if v := at(doc, "stats_config", "use_all_default_tags"); v != true {
+		t.Errorf("the image's template was not rendered: use_all_default_tags %v", v)
+	}
+	if want, err := RenderTemplate(cfg, DefaultTemplatePath); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("RenderEffective differs from rendering the template (%v)", err)
+	}
+
+	if _, err := RenderEffective(cfg, "/nonexistent/custom.tmpl"); err == nil || !strings.Contains(err.Error(), "/nonexistent/custom.tmpl") {
+		t.Errorf("missing custom template: %v", err)
 	}
 }
 

@@ -42,7 +42,7 @@ type state struct {
 	cfg        Config
 	pc         *meshapi.ProxyConfig
 	ips        []string
-	mode       ipMode
+	family     Family
 	nodeID     string
 	cluster    string
 	locality   *Locality
@@ -71,7 +71,7 @@ func newState(cfg Config) (*state, error) {
 			return nil, fmt.Errorf("bootstrap: %s %d is outside 1-65535", name, p)
 		}
 	}
-	addrs, mode, err := parseIPs(cfg.IPs)
+	addrs, err := parseIPs(cfg.IPs)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
@@ -81,7 +81,7 @@ func newState(cfg Config) (*state, error) {
 			ips = append(ips, s)
 		}
 	}
-	st := &state{cfg: cfg, pc: cfg.ProxyConfig, ips: ips, mode: mode}
+	st := &state{cfg: cfg, pc: cfg.ProxyConfig, ips: ips, family: AddressFamily(ips, cfg.DualStack)}
 	st.nodeID = NodeID(cfg.NodeType, ips[0], cfg.PodName, cfg.PodNamespace, cfg.domain())
 	if st.meta, err = NodeMetadata(cfg, ips); err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
@@ -92,17 +92,8 @@ func newState(cfg Config) (*state, error) {
 	st.cluster = serviceCluster(st.pc, st.meta, cfg.PodNamespace)
 	st.locality = locality(st.meta.Labels, cfg.PlatformLocality)
 
-	st.localhost, st.wildcard, st.dnsFamily = "127.0.0.1", "0.0.0.0", "V4_ONLY"
-	if mode.ipv6First {
-		st.localhost, st.wildcard, st.dnsFamily = "::1", "::", "V6_ONLY"
-	}
-	if cfg.DualStack && mode.dual {
-		st.dnsFamily = "ALL"
-		st.additional = "::"
-		if mode.ipv6First {
-			st.additional = "0.0.0.0"
-		}
-	}
+	st.localhost, st.wildcard, st.dnsFamily = st.family.Localhost, st.family.Wildcard, st.family.DNSLookupFamily
+	st.additional = st.family.AdditionalWildcard
 	// Waypoints always speak Delta xDS and discover peer metadata (Istio's toTemplateParams);
 	// metadata discovery is off on SotW.
 	st.xdsType = "GRPC"
@@ -203,7 +194,7 @@ func (st *state) staticClusters() []Cluster {
 		{Priority: "DEFAULT", MaxConnections: 100000, MaxPendingRequests: 100000, MaxRequests: 100000},
 		{Priority: "HIGH", MaxConnections: 100000, MaxPendingRequests: 100000, MaxRequests: 100000},
 	}}
-	xds.UpstreamConnectionOptions = &UpstreamConnOpts{TCPKeepalive: TCPKeepalive{KeepaliveTime: 300}}
+	xds.UpstreamConnectionOptions = &UpstreamConnOpts{TCPKeepalive: &TCPKeepalive{KeepaliveTime: 300}}
 	xds.MaxRequestsPerConnection = 1
 	out := []Cluster{prom, agent, sds}
 	if st.cfg.FileCredential {
@@ -212,12 +203,10 @@ func (st *state) staticClusters() []Cluster {
 		out = append(out, files)
 	}
 	out = append(out, xds)
-	if !st.cfg.LegacyStatsTags {
-		// With the ';'-delimited tag scheme the cluster_name tag ends at ';': Istio names the
-		// stats of its static clusters "<name>;".
-		for i := range out {
-			out[i].AltStatName = out[i].Name + ";"
-		}
+	// With the ';'-delimited tag scheme the cluster_name tag ends at ';': Istio names the stats
+	// of its static clusters "<name>;".
+	for i := range out {
+		out[i].AltStatName = out[i].Name + ";"
 	}
 	if st.selfDiscovery() {
 		out = append(out, st.localCluster())
@@ -233,15 +222,24 @@ func (st *state) selfDiscovery() bool { return bool(st.meta.EnableSelfDiscovery)
 const localClusterName = "local_cluster"
 
 // localCluster is the self-discovery cluster: endpoints from Istiod over ADS (EDS resource
-// "local_cluster"), least-request balancing.
+// "local_cluster"), least-request balancing that is zone aware from one endpoint on
+// (zone_aware_lb_config.min_cluster_size 1: with lb_policy LEAST_REQUEST Envoy's default of 6
+// applies), and an EDS source without initial_fetch_timeout, as Istio's template renders it.
 func (st *state) localCluster() Cluster {
 	c := Cluster{
-		Name: localClusterName, Type: "EDS", ConnectTimeout: "1s", LbPolicy: "LEAST_REQUEST",
-		EdsClusterConfig: &EdsClusterConfig{EdsConfig: adsSource()},
+		Name: localClusterName, Type: "EDS", ConnectTimeout: "1s",
+		LoadBalancingPolicy: map[string]any{"policies": []any{map[string]any{
+			"typed_extension_config": map[string]any{
+				"name": "envoy.load_balancing_policies.least_request",
+				"typed_config": map[string]any{
+					"@type":              typeLeastRequest,
+					"locality_lb_config": map[string]any{"zone_aware_lb_config": map[string]any{"min_cluster_size": 1}},
+				},
+			},
+		}}},
+		EdsClusterConfig: &EdsClusterConfig{EdsConfig: ConfigSource{Ads: &struct{}{}, ResourceAPIVersion: "V3"}},
 	}
-	if !st.cfg.LegacyStatsTags {
-		c.AltStatName = localClusterName + ";"
-	}
+	c.AltStatName = localClusterName + ";"
 	return c
 }
 
@@ -348,7 +346,7 @@ func (st *state) clusterManager() *ClusterManager {
 func (st *state) appLogConfig() *ApplicationLogConfig {
 	if st.cfg.LogAsJSON {
 		return &ApplicationLogConfig{LogFormat: LogFormat{JSONFormat: map[string]string{
-			"time": "%Y-%m-%dT%T.%fZ", "level": "%l", "scope": "%n", "msg": "%j", "caller": "%g:%#", "thread": "%t",
+			"time": "%Y-%m-%dT%T.%fZ", "level": "%l", "scope": "envoy %n", "msg": "%j", "caller": "%g:%#", "thread": "%t",
 		}}}
 	}
 	return &ApplicationLogConfig{LogFormat: LogFormat{TextFormat: "%Y-%m-%dT%T.%fZ\t%l\tenvoy %n %g:%#\t%v\tthread=%t"}}

@@ -61,7 +61,7 @@ func (st *state) overloadManager() *OverloadManager {
 		Name: "envoy.resource_monitors.global_downstream_max_connections",
 		TypedConfig: map[string]any{
 			"@type":                             typeDownstreamConns,
-			"max_active_downstream_connections": strconv.FormatInt(limit, 10),
+			"max_active_downstream_connections": limit, // a number, as Istio's template writes it
 		},
 	}}}
 }

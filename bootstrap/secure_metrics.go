@@ -46,9 +46,13 @@ func (st *state) secureMetricsListeners() []Listener {
 		addr, extra := st.listenerAddrs(st.wildcard, uint32(port))
 		out = append(out, Listener{
 			Name: listenerName(st.wildcard, uint32(port)), Address: addr, AdditionalAddresses: extra,
+			// Istio's template: the TLS inspector finds the handshake and the one filter chain
+			// takes TLS only.
+			ListenerFilters: []TypedExtension{{Name: "envoy.filters.listener.tls_inspector", TypedConfig: map[string]string{"@type": typeTLSInspector}}},
 			FilterChains: []FilterChain{{
-				Filters:         []TypedExtension{hcmRoutes(statPrefix, routes, nil)},
-				TransportSocket: mutualTLSServer(),
+				FilterChainMatch: &FilterChainMatch{TransportProtocol: "tls"},
+				Filters:          []TypedExtension{hcmRoutes(statPrefix, routes, nil)},
+				TransportSocket:  mutualTLSServer(),
 			}},
 			IgnoreGlobalConnLimit: true, BypassOverloadManager: true,
 		})

@@ -21,8 +21,9 @@ const (
 )
 
 // delimitedTags lead the tag extractors with Istio's ';'-delimited scheme (the default since
-// Istio 1.23, ENABLE_DELIMITED_STATS_TAG_REGEX): cluster and HTTP connection manager stat names
-// end at ';', so a name may hold dots. Established from Istio 1.25.0's rendered
+// Istio 1.23; the ENABLE_DELIMITED_STATS_TAG_REGEX switch back to the older regexes is gone from
+// the Istio release followed, so this is the only scheme): cluster and HTTP connection manager
+// stat names end at ';', so a name may hold dots. Established from Istio 1.25.0's rendered
 // envoy-rev.json (see PARITY.md).
 var delimitedTags = []TagSpecifier{
 	{"cluster_name", `^cluster(\.(.+);)`},
@@ -32,18 +33,6 @@ var delimitedTags = []TagSpecifier{
 	{"response_code", `_rq(_(\d{3}))$`},
 	{"response_code_class", `_rq(_(\dxx))$`},
 	{"http_conn_manager_listener_prefix", `^listener(?=\.).*?\.http\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`},
-	{"listener_address", `^listener\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`},
-	{"mongo_prefix", `^mongo\.(.+?)\.(collection|cmd|cx_|op_|delays_|decoding_)(.*?)$`},
-}
-
-// fixedTags are the leading tag extractors of the legacy scheme (ENABLE_DELIMITED_STATS_TAG_REGEX=false).
-var fixedTags = []TagSpecifier{
-	{"cluster_name", `^cluster\.((.+?(\..+?\.svc\.cluster\.local)?)\.)`},
-	{"tcp_prefix", `^tcp\.((.*?)\.)\w+?$`},
-	{"response_code", `_rq(_(\d{3}))$`},
-	{"response_code_class", `_rq(_(\dxx))$`},
-	{"http_conn_manager_listener_prefix", `^listener(?=\.).*?\.http\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`},
-	{"http_conn_manager_prefix", `^http\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`},
 	{"listener_address", `^listener\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`},
 	{"mongo_prefix", `^mongo\.(.+?)\.(collection|cmd|cx_|op_|delays_|decoding_)(.*?)$`},
 }
@@ -58,18 +47,11 @@ var trailingTags = []TagSpecifier{
 	{"authz_dry_run_result", `(\.shadow_(allowed|denied))`},
 }
 
-func (st *state) leadingTags() []TagSpecifier {
-	if st.cfg.LegacyStatsTags {
-		return fixedTags
-	}
-	return delimitedTags
-}
-
 func (st *state) statsConfig() (*StatsConfig, error) {
 	ann := st.meta.Annotations
 	pm := st.pc.GetProxyStatsMatcher()
 
-	tags := slices.Clone(st.leadingTags())
+	tags := slices.Clone(delimitedTags)
 	seen := map[string]bool{}
 	for _, t := range append(slices.Clone(st.pc.GetExtraStatTags()), splitList(ann[annExtraStatTags])...) {
 		if t == "" || seen[t] {

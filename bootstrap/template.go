@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"text/template"
@@ -121,7 +122,7 @@ func (st *state) templateParams() (map[string]any, error) {
 		"discovery_host":                        discoveryHost(st.pc.GetDiscoveryAddress()),
 		"xds_root_cert":                         "",
 		"localhost":                             st.localhost,
-		"additional_localhost":                  "",
+		"additional_localhost":                  st.family.AdditionalLocalhost,
 		"wildcard":                              st.wildcard,
 		"additional_wildcard":                   st.additional,
 		"dual_stack":                            st.additional != "",
@@ -134,7 +135,6 @@ func (st *state) templateParams() (map[string]any, error) {
 		"gcp_project_id":                        "",
 		"gcp_project_number":                    st.cfg.PlatformMetadata["gcp_project_number"],
 		"metadata_discovery":                    st.discovery,
-		"delimited_stats_tags_enabled":          !st.cfg.LegacyStatsTags,
 		"deferred_cluster_creation":             true,
 		"deferred_stats_creation":               true,
 		"bypass_overload_manager":               true,
@@ -181,10 +181,10 @@ func (st *state) templateParams() (map[string]any, error) {
 		"stats_eviction_interval":                 "",
 		"enable_self_discovery":                   st.selfDiscovery(),
 		"envoy_status_port_enable_proxy_protocol": st.cfg.StatusPortProxyProtocol,
-		"custom_file_sds_path":                    "",
+		"custom_file_path":                        "",
 	}
-	if st.cfg.FileCredential {
-		p["custom_file_sds_path"] = DefaultCredentialFilesSocket
+	if st.cfg.FileCredential { // option.CustomFileSDSPath (instances.go): "custom_file_path"
+		p["custom_file_path"] = DefaultCredentialFilesSocket
 	}
 	p["stats_flush_interval"], p["stats_eviction_interval"] = st.statsIntervalValues()
 	if sa, err := st.hostPort("discoveryAddress", st.pc.GetDiscoveryAddress()); err == nil {
@@ -207,7 +207,7 @@ func (st *state) templateParams() (map[string]any, error) {
 			prefixes = append(prefixes, m.Prefix)
 		}
 	}
-	for _, t := range stats.StatsTags[len(st.leadingTags()) : len(stats.StatsTags)-len(trailingTags)] {
+	for _, t := range stats.StatsTags[len(delimitedTags) : len(stats.StatsTags)-len(trailingTags)] {
 		tags = append(tags, t.TagName)
 	}
 	p["inclusionPrefix"], p["inclusionSuffix"], p["inclusionRegexps"], p["extraStatTags"] = prefixes, suffixes, regexps, tags
@@ -300,14 +300,13 @@ func discoveryHost(addr string) string {
 	return host
 }
 
-// DefaultTemplatePath is where Istio's proxyv2 image keeps its own bootstrap template; naming it
-// means Istio's default bootstrap, which the typed render produces.
+// DefaultTemplatePath is where Istio's proxyv2 image keeps its own bootstrap template.
 const DefaultTemplatePath = "./var/lib/istio/envoy/envoy_bootstrap_tmpl.json"
 
-// EffectiveTemplatePath is the custom template to render, "" for the typed render, with Istio's
-// precedence: ISTIO_BOOTSTRAP > --templateFile (Istio copies the flag into
-// proxyBootstrapTemplatePath) > ProxyConfig proxyBootstrapTemplatePath. A customConfigFile is not a
-// template: Istio hands it to Envoy as is, and so does cmd.
+// EffectiveTemplatePath is the template to render with Istio's precedence (instance.go
+// GetEffectiveTemplatePath): ISTIO_BOOTSTRAP > --templateFile (Istio copies the flag into
+// proxyBootstrapTemplatePath) > ProxyConfig proxyBootstrapTemplatePath > DefaultTemplatePath. A
+// customConfigFile is not a template: Istio hands it to Envoy as is, and so does cmd.
 func EffectiveTemplatePath(istioBootstrapEnv, templateFileFlag string, pc *meshapi.ProxyConfig) string {
 	p := istioBootstrapEnv
 	if p == "" {
@@ -316,8 +315,31 @@ func EffectiveTemplatePath(istioBootstrapEnv, templateFileFlag string, pc *mesha
 	if p == "" {
 		p = pc.GetProxyBootstrapTemplatePath()
 	}
-	if p == DefaultTemplatePath || p == strings.TrimPrefix(DefaultTemplatePath, ".") {
-		return ""
+	if p == "" {
+		p = DefaultTemplatePath
 	}
 	return p
+}
+
+// isDefaultTemplate says whether p names Istio's own template path (relative or absolute).
+func isDefaultTemplate(p string) bool {
+	return p == DefaultTemplatePath || p == strings.TrimPrefix(DefaultTemplatePath, ".")
+}
+
+// RenderEffective renders the bootstrap Envoy starts from for the template path
+// EffectiveTemplatePath chose. A template file that is there is rendered, Istio's own included:
+// the image's template is what its Istio release gives Envoy, so the bootstrap follows the image
+// (Istio's agent renders it likewise). The typed render, Istio's default template as typed
+// values, is used when Istio's own template path holds no file (an image without Istio's
+// template); a custom template path that holds none is an error naming it.
+func RenderEffective(cfg Config, templatePath string) ([]byte, error) {
+	if templatePath == "" {
+		return Render(cfg)
+	}
+	if isDefaultTemplate(templatePath) {
+		if _, err := os.Stat(templatePath); errors.Is(err, fs.ErrNotExist) {
+			return Render(cfg)
+		}
+	}
+	return RenderTemplate(cfg, templatePath)
 }

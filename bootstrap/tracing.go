@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
@@ -62,7 +61,7 @@ func (st *state) tracing() (*Tracing, *Cluster, error) {
 		return nil, nil, err
 	}
 	c := Cluster{
-		Name: clusterName, Type: "STRICT_DNS", ConnectTimeout: "1s", LbPolicy: "ROUND_ROBIN",
+		Name: clusterName, AltStatName: clusterName + ";", Type: "STRICT_DNS", ConnectTimeout: "1s", LbPolicy: "ROUND_ROBIN",
 		RespectDNSTTL: true, DNSLookupFamily: st.dnsFamily,
 		LoadAssignment: &ClusterLoadAssign{ClusterName: clusterName, Endpoints: []LocalityEndpoint{{LbEndpoints: []LbEndpoint{{Endpoint: Endpoint{Address: Address{SocketAddress: sa}}}}}}},
 	}
@@ -73,7 +72,7 @@ func (st *state) tracing() (*Tracing, *Cluster, error) {
 		c.TypedExtensionProtocolOptions = http2Options()
 	}
 	if tls := t.GetTlsSettings(); tls != nil {
-		ts, err := tlsTransportSocket(tls, "tracer", "tracing.tlsSettings")
+		ts, err := st.tlsTransportSocket(tls, "tracer", "tracing.tlsSettings", h2)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -87,59 +86,87 @@ func (st *state) LightstepTokenPath() string {
 	return st.pc.GetConfigPath() + "/lightstep_access_token.txt"
 }
 
-// tlsTransportSocket renders a ClientTLSSettings as an UpstreamTlsContext whose secrets come from SDS.
-func tlsTransportSocket(tls *meshapi.ClientTLSSettings, defaultSNI, field string) (*TypedExtension, error) {
-	sds := func(name string) map[string]any {
-		return map[string]any{"name": name, "sds_config": map[string]any{
-			"api_config_source": map[string]any{
-				"api_type": "GRPC", "transport_api_version": "V3",
-				"grpc_services": []any{map[string]any{"envoy_grpc": map[string]any{"cluster_name": "sds-grpc"}}},
-			},
-			"resource_api_version": "V3",
-		}}
+// sdsSecretConfig is an SDS secret reference served by the agent on sds-grpc, as Istio's
+// model.ConstructSdsSecretConfig builds it for the tracer and service clusters: the node is sent
+// on the first request only, and there is no initial fetch timeout.
+func sdsSecretConfig(name string) map[string]any {
+	return map[string]any{"name": name, "sds_config": map[string]any{
+		"api_config_source": map[string]any{
+			"api_type": "GRPC", "set_node_on_first_message_only": true, "transport_api_version": "V3",
+			"grpc_services": []any{map[string]any{"envoy_grpc": map[string]any{"cluster_name": "sds-grpc"}}},
+		},
+		"initial_fetch_timeout": "0s",
+		"resource_api_version":  "V3",
+	}}
+}
+
+// tlsTransportSocket renders a ClientTLSSettings as an UpstreamTlsContext whose secrets come from
+// SDS, as Istio's tlsContextConvert and transportSocketConverter (pkg/bootstrap/option/convert.go):
+// SANs matched exactly (match_subject_alt_names, so a DNS or a URI SAN matches), ALPN h2 for
+// SIMPLE and MUTUAL and istio,h2 for ISTIO_MUTUAL when the cluster speaks HTTP/2 (h2; none
+// otherwise), the SNI given (ISTIO_MUTUAL falls back to defaultSNI), and the node metadata's
+// TLS_CLIENT_* paths ahead of the settings' own.
+func (st *state) tlsTransportSocket(tls *meshapi.ClientTLSSettings, defaultSNI, field string, h2 bool) (*TypedExtension, error) {
+	orDefault := func(meta, own string) string {
+		if meta != "" {
+			return meta
+		}
+		return own
 	}
 	common := map[string]any{}
+	validation := func(root string) {
+		if root == "" {
+			return // Envoy requires the secret config; without a CA nothing is validated
+		}
+		dvc := map[string]any{}
+		if sans := tls.GetSubjectAltNames(); len(sans) > 0 {
+			m := make([]any, len(sans))
+			for i, s := range sans {
+				m[i] = map[string]any{"exact": s}
+			}
+			dvc["match_subject_alt_names"] = m
+		}
+		common["combined_validation_context"] = map[string]any{
+			"default_validation_context":           dvc,
+			"validation_context_sds_secret_config": sdsSecretConfig(root),
+		}
+	}
+	var alpn []any
+	sni := tls.GetSni()
 	switch tls.GetMode() {
 	case meshapi.ClientTLSSettings_DISABLE:
 		return nil, nil
 	case meshapi.ClientTLSSettings_ISTIO_MUTUAL:
-		common["tls_certificate_sds_secret_configs"] = []any{sds("default")}
-		common["combined_validation_context"] = map[string]any{
-			"default_validation_context":           map[string]any{},
-			"validation_context_sds_secret_config": sds("ROOTCA"),
+		common["tls_certificate_sds_secret_configs"] = []any{sdsSecretConfig("default")}
+		validation("ROOTCA")
+		alpn = []any{"istio", "h2"}
+		if sni == "" {
+			sni = defaultSNI
 		}
 	case meshapi.ClientTLSSettings_MUTUAL, meshapi.ClientTLSSettings_SIMPLE:
 		if tls.GetMode() == meshapi.ClientTLSSettings_MUTUAL {
-			if tls.GetClientCertificate() == "" || tls.GetPrivateKey() == "" {
+			cert := orDefault(st.meta.TLSClientCertChain, tls.GetClientCertificate())
+			key := orDefault(st.meta.TLSClientKey, tls.GetPrivateKey())
+			if cert == "" || key == "" {
 				return nil, fmt.Errorf("bootstrap: ProxyConfig field %s: MUTUAL needs clientCertificate and privateKey", field)
 			}
-			common["tls_certificate_sds_secret_configs"] = []any{sds("file-cert:" + tls.GetClientCertificate() + "~" + tls.GetPrivateKey())}
+			common["tls_certificate_sds_secret_configs"] = []any{sdsSecretConfig("file-cert:" + cert + "~" + key)}
 		}
-		if ca := tls.GetCaCertificates(); ca != "" {
-			common["combined_validation_context"] = map[string]any{
-				"default_validation_context":           map[string]any{},
-				"validation_context_sds_secret_config": sds("file-root:" + ca),
-			}
+		if ca := orDefault(st.meta.TLSClientRootCert, tls.GetCaCertificates()); ca != "" {
+			validation("file-root:" + ca)
 		}
+		alpn = []any{"h2"}
 	default:
 		return nil, fmt.Errorf("bootstrap: ProxyConfig field %s.mode: %v not supported", field, tls.GetMode())
 	}
-	sni := tls.GetSni()
-	if sni == "" {
-		sni = defaultSNI
+	if h2 {
+		common["alpn_protocols"] = alpn
 	}
-	if sans := tls.GetSubjectAltNames(); len(sans) > 0 {
-		if cvc, ok := common["combined_validation_context"].(map[string]any); ok {
-			var m []any
-			for _, s := range sans {
-				m = append(m, map[string]any{"san_type": "DNS", "matcher": map[string]any{"exact": strings.TrimSpace(s)}})
-			}
-			cvc["default_validation_context"] = map[string]any{"match_typed_subject_alt_names": m}
-		}
+	ctx := map[string]any{"@type": typeUpstreamTLS, "common_tls_context": common}
+	if sni != "" {
+		ctx["sni"] = sni
 	}
-	return &TypedExtension{Name: "envoy.transport_sockets.tls", TypedConfig: map[string]any{
-		"@type": typeUpstreamTLS, "common_tls_context": common, "sni": sni,
-	}}, nil
+	return &TypedExtension{Name: "envoy.transport_sockets.tls", TypedConfig: ctx}, nil
 }
 
 // remoteServiceCluster is the STRICT_DNS HTTP/2 cluster of a gRPC service ProxyConfig names
@@ -150,23 +177,31 @@ func (st *state) remoteServiceCluster(name, field string, rs *meshapi.RemoteServ
 		return nil, err
 	}
 	c := &Cluster{
-		Name: name, Type: "STRICT_DNS", ConnectTimeout: "1s", LbPolicy: "ROUND_ROBIN",
+		Name: name, AltStatName: name + ";", Type: "STRICT_DNS", ConnectTimeout: "1s", LbPolicy: "ROUND_ROBIN",
 		RespectDNSTTL: true, DNSLookupFamily: st.dnsFamily, TypedExtensionProtocolOptions: http2Options(),
 		LoadAssignment: &ClusterLoadAssign{ClusterName: name, Endpoints: []LocalityEndpoint{{LbEndpoints: []LbEndpoint{{Endpoint: Endpoint{Address: Address{SocketAddress: sa}}}}}}},
 	}
 	if tls := rs.GetTlsSettings(); tls != nil {
-		ts, err := tlsTransportSocket(tls, name, field+".tlsSettings")
+		ts, err := st.tlsTransportSocket(tls, name, field+".tlsSettings", true)
 		if err != nil {
 			return nil, err
 		}
 		c.TransportSocket = ts
 	}
 	if ka := rs.GetTcpKeepalive(); ka != nil {
-		c.UpstreamConnectionOptions = &UpstreamConnOpts{TCPKeepalive: TCPKeepalive{
-			KeepaliveProbes:   ka.GetProbes(),
-			KeepaliveTime:     uint32(ka.GetTime().GetSeconds()),
-			KeepaliveInterval: uint32(ka.GetInterval().GetSeconds()),
-		}}
+		// Istio's keepaliveConverter: UInt32Value wrappers marshalled by encoding/json, so each
+		// is {"value": N}, a form Envoy's JSON parser takes (protobuf's JsonStreamToMessage
+		// allows the object form of a wrapper); values of 0 are left out.
+		k := map[string]any{}
+		for name, v := range map[string]uint32{
+			"keepalive_probes": ka.GetProbes(), "keepalive_time": uint32(ka.GetTime().GetSeconds()),
+			"keepalive_interval": uint32(ka.GetInterval().GetSeconds()),
+		} {
+			if v > 0 {
+				k[name] = map[string]any{"value": v}
+			}
+		}
+		c.UpstreamConnectionOptions = &UpstreamConnOpts{TCPKeepalive: k}
 	}
 	return c, nil
 }
@@ -227,7 +262,7 @@ func (st *state) statsdAddress() (*SocketAddress, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	network := "ip4"
-	if st.mode.ipv6First {
+	if st.localhost == "::1" {
 		network = "ip"
 	}
 	ips, err := r.LookupNetIP(ctx, network, sa.Address)

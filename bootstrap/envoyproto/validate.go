@@ -46,8 +46,16 @@ func Validate(bootstrapJSON []byte) []Finding {
 // validate is Validate with the registry given, for the parsed JSON object top.
 func (reg *registry) validate(bootstrapJSON []byte, top map[string]any) []Finding {
 	var out []Finding
-	w := walker{types: reg.types, add: func(p, m string) { out = append(out, Finding{Path: p, Message: m}) }}
+	var unwrapped bool
+	w := walker{types: reg.types, add: func(p, m string) { out = append(out, Finding{Path: p, Message: m}) }, unwrapped: &unwrapped}
 	w.message("", top, reg.bootstrap)
+	if unwrapped {
+		b, err := json.Marshal(top)
+		if err != nil {
+			return append(out, Finding{Path: "", Message: err.Error()})
+		}
+		bootstrapJSON = b
+	}
 
 	b := reg.newBootstrap()
 	if err := (protojson.UnmarshalOptions{Resolver: reg.types}).Unmarshal(bootstrapJSON, b); err != nil {
@@ -68,6 +76,9 @@ type walker struct {
 		FindMessageByURL(url string) (protoreflect.MessageType, error)
 	}
 	add func(path, msg string)
+	// unwrapped is set when a wrapper's object form was replaced by its bare value in the tree
+	// (protojson, which checks the rest, takes only the bare form).
+	unwrapped *bool
 }
 
 func (w walker) message(path string, obj map[string]any, md protoreflect.MessageDescriptor) {
@@ -94,6 +105,14 @@ func (w walker) message(path string, obj map[string]any, md protoreflect.Message
 			continue
 		}
 		w.field(p, obj[k], fd)
+		if fd.Kind() == protoreflect.MessageKind && !fd.IsList() && !fd.IsMap() && wrapperValue(fd.Message()) != nil {
+			if o, ok := obj[k].(map[string]any); ok && len(o) == 1 {
+				if inner, ok := o["value"]; ok {
+					obj[k] = inner
+					*w.unwrapped = true
+				}
+			}
+		}
 	}
 }
 
@@ -119,6 +138,9 @@ func (w walker) anyMessage(path string, obj map[string]any) {
 		}
 	}
 	w.message(path, rest, md)
+	for k, v := range rest { // wrappers unwrapped in the copy
+		obj[k] = v
+	}
 }
 
 func (w walker) field(path string, v any, fd protoreflect.FieldDescriptor) {
@@ -154,7 +176,19 @@ func (w walker) single(path string, v any, fd protoreflect.FieldDescriptor) {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		md := fd.Message()
 		if inner := wrapperValue(md); inner != nil {
-			w.single(path, v, inner) // wrappers are written as their bare value
+			// A wrapper is written as its bare value, or as an object holding only "value":
+			// Envoy parses with protobuf's JsonStreamToMessage, which sets allow_legacy_syntax
+			// (json.cc), and the parser then takes a wrapper's object form (parser.cc,
+			// ParseMessage). Istio's keepaliveConverter writes that form.
+			if obj, ok := v.(map[string]any); ok {
+				if inner, ok := obj["value"]; !ok || len(obj) != 1 {
+					w.add(path, fmt.Sprintf("want a %s: a bare value or {\"value\": ...}", md.FullName()))
+				} else {
+					w.single(path+".value", inner, wrapperValue(md))
+				}
+				return
+			}
+			w.single(path, v, inner)
 			return
 		}
 		if isWKT(md) && md.FullName() != "google.protobuf.Any" {

@@ -29,7 +29,6 @@ func bootstrapFacts(a *agent, c *bootstrap.Config) {
 	c.NodeType = bootstrap.NodeType(a.identity.Type)
 	c.IstioVersion = compatIstioVersion()
 	c.KeepFragmentInPath = !a.env.HTTPStripFragmentFromPath
-	c.LegacyStatsTags = !a.env.DelimitedStatsTags
 	c.CredentialSocketExists = credentialSocketHealthy(bootstrap.DefaultCredentialSocket)
 	if a.platform != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), platformWait)

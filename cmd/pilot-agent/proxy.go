@@ -97,11 +97,10 @@ type agent struct {
 	shutdown context.CancelFunc
 }
 
+// adminHost is where the bootstrap puts Envoy's admin listener (bootstrap.AddressFamily): the
+// readiness and drain calls must reach it there, dual stack with an IPv6 INSTANCE_IP included.
 func (a *agent) adminHost() string {
-	if a.identity.Mode == node.IPv6 {
-		return "::1"
-	}
-	return "127.0.0.1"
+	return bootstrap.AddressFamily(a.identity.IPs, a.env.DualStack).Localhost
 }
 
 // runProxy is `pilot-agent proxy`: parse the command line and environment, resolve the agent's

@@ -330,19 +330,14 @@ func prerender(a *agent) func() ([]byte, error) {
 	}
 }
 
-// renderBootstrap renders Envoy's bootstrap: typed rendering by default, a custom template when
-// ISTIO_BOOTSTRAP, --templateFile or proxyBootstrapTemplatePath names one. (A customConfigFile is
-// handed to Envoy as is: see bootstrapPathFor.)
+// renderBootstrap renders Envoy's bootstrap from the template ISTIO_BOOTSTRAP, --templateFile or
+// proxyBootstrapTemplatePath names, else the image's own (bootstrap.RenderEffective: the typed
+// render when the image has none). (A customConfigFile is handed to Envoy as is: see
+// bootstrapPathFor.)
 func renderBootstrap(a *agent) ([]byte, error) {
 	cfg := a.bootstrapConfig()
 	tmpl := bootstrap.EffectiveTemplatePath(a.env.BootstrapTemplate, a.flags.templateFile, a.proxyConfig)
-	var data []byte
-	var err error
-	if tmpl != "" {
-		data, err = bootstrap.RenderTemplate(cfg, tmpl)
-	} else {
-		data, err = bootstrap.Render(cfg)
-	}
+	data, err := bootstrap.RenderEffective(cfg, tmpl)
 	if err != nil {
 		return nil, fmt.Errorf("rendering Envoy bootstrap: %w", err)
 	}

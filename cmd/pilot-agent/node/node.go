@@ -1,6 +1,6 @@
 // Package node works out the proxy's identity the way Istio's agent does (app/cmd.go initProxy):
 // its IP addresses (INSTANCE_IP first, then the addresses of up interfaces, minus excluded
-// interfaces, with 127.0.0.1 and ::1 as the fallback), its IP mode and its node ID. Unlike Istio it
+// interfaces, with 127.0.0.1 and ::1 added when the interfaces give none), its IP mode and its node ID. Unlike Istio it
 // never waits two minutes for interfaces: with INSTANCE_IP set it reads them once, otherwise it
 // retries for at most Config.MaxWait.
 package node
@@ -80,13 +80,16 @@ func Discover(ctx context.Context, cfg Config) Identity {
 		ips = append(ips, cfg.InstanceIP.Unmap().String())
 	}
 	found, excluded := privateIPs(ctx, cfg)
+	// As Istio's initProxy: the loopback pair stands in when the interfaces give no address,
+	// whether or not INSTANCE_IP is set, and before the excluded interfaces' addresses are
+	// taken out (so excluding every interface leaves INSTANCE_IP alone).
+	if len(found) == 0 {
+		found = []string{"127.0.0.1", "::1"}
+	}
 	for _, ip := range found {
 		if !slices.Contains(ips, ip) && !excluded[ip] {
 			ips = append(ips, ip)
 		}
-	}
-	if len(ips) == 0 {
-		ips = []string{"127.0.0.1", "::1"}
 	}
 	domain := cfg.Domain
 	if domain == "" {
@@ -137,8 +140,12 @@ func scan(cfg Config) (ips []string, excluded map[string]bool, pending bool) {
 			}
 			if skip {
 				excluded[a.String()] = true
-				continue
+				if !ifc.Up {
+					continue
+				}
 			}
+			// An excluded interface's address is found too, and taken out by Discover after
+			// the loopback fallback, as in Istio's initProxy.
 			if s := a.String(); !slices.Contains(ips, s) {
 				ips = append(ips, s)
 			}

@@ -41,8 +41,17 @@ func TestDiscover(t *testing.T) {
 			[]string{"10.0.0.5", "fd00::5"}, Dual, "sidecar~10.0.0.5~p.ns~ns.svc.example.org"},
 		{"fallback", Config{Type: "router", PodName: "gw", PodNamespace: "istio-system", Interfaces: ifaces(lo), MaxWait: time.Millisecond},
 			[]string{"127.0.0.1", "::1"}, Dual, "router~127.0.0.1~gw.istio-system~istio-system.svc.cluster.local"},
-		{"v6 only", Config{Type: "sidecar", InstanceIP: netip.MustParseAddr("fd00::7"), Interfaces: ifaces(lo)},
-			[]string{"fd00::7"}, IPv6, "sidecar~fd00::7~.~.svc.cluster.local"},
+		// Istio's initProxy (pilot/cmd/pilot-agent/app/cmd.go) adds 127.0.0.1 and ::1 whenever
+		// GetPrivateIPs finds nothing, INSTANCE_IP or not, so the mode becomes dual.
+		{"INSTANCE_IP and no interface address", Config{Type: "sidecar", InstanceIP: netip.MustParseAddr("fd00::7"), Interfaces: ifaces(lo)},
+			[]string{"fd00::7", "127.0.0.1", "::1"}, Dual, "sidecar~fd00::7~.~.svc.cluster.local"},
+		// initProxy adds the pair before it filters the excluded interfaces' addresses out.
+		{"every interface excluded", Config{Type: "sidecar", InstanceIP: netip.MustParseAddr("10.0.0.5"),
+			ExcludeInterfaces: []string{"eth0"}, Interfaces: ifaces(lo, eth0)},
+			[]string{"10.0.0.5"}, IPv4, "sidecar~10.0.0.5~.~.svc.cluster.local"},
+		{"v6 only", Config{Type: "sidecar", InstanceIP: netip.MustParseAddr("fd00::5"),
+			Interfaces: ifaces(lo, Interface{Name: "eth0", Up: true, Addrs: addrs("fe80::1", "fd00::5")})},
+			[]string{"fd00::5"}, IPv6, "sidecar~fd00::5~.~.svc.cluster.local"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := Discover(t.Context(), tc.cfg)
@@ -62,7 +71,7 @@ func TestNoLongWait(t *testing.T) {
 		return []Interface{{Name: "eth0", Up: true, Addrs: addrs("0.0.0.0")}}, nil
 	}
 	id := Discover(t.Context(), Config{InstanceIP: netip.MustParseAddr("10.0.0.9"), Interfaces: stuck})
-	if calls != 1 || !slices.Equal(id.IPs, []string{"10.0.0.9"}) {
+	if calls != 1 || !slices.Equal(id.IPs, []string{"10.0.0.9", "127.0.0.1", "::1"}) {
 		t.Errorf("with INSTANCE_IP: %d scans, ips %v", calls, id.IPs)
 	}
 	// Without INSTANCE_IP a stuck interface is scanned again until it has an address (MaxWait

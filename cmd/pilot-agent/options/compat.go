@@ -122,7 +122,6 @@ var Compat = []CompatRow{
 	{"ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL", KindEnv, Same, "PROXY protocol on the Envoy status listener", []string{"TestGoldens"}},
 	{"PEER_METADATA_DISCOVERY", KindEnv, Same, "unset: follows ISTIO_META_ENABLE_HBONE", []string{"TestNodeReadBackAsIstiod"}},
 	{"ISTIO_META_ENABLE_SELF_DISCOVERY", KindEnv, Same, "defines local_cluster and local_cluster_name", []string{"TestParityFeatures"}},
-	{"ENABLE_DELIMITED_STATS_TAG_REGEX", KindEnv, Same, "`false` renders Istio's older stats tag regexes", []string{"TestParityFeatures"}},
 	{"CLOUD_PLATFORM", KindEnv, Same, "skips platform probing; picks the platform", []string{"TestDetect"}},
 	{"GCP_METADATA", KindEnv, Same, "platform metadata on GCP", []string{"TestGCPMetadata"}},
 	{"GCP_QUOTA_PROJECT", KindEnv, Different, "parsed and not used: Istio passes it to its Stackdriver tracer configuration, which Wingman's bootstrap does not take from it", nil},

@@ -81,7 +81,6 @@ var Documented = []Group{
 		{"ISTIO_BOOTSTRAP_OVERRIDE", "", "YAML/JSON file passed to Envoy with --config-yaml"},
 		{"ISTIO_ENVOY_ENABLE_CORE_DUMP", "false", "pass --enable-core-dump"},
 		{"HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED", "true", "bootstrap runtime flag"},
-		{"ENABLE_DELIMITED_STATS_TAG_REGEX", "true", "';'-delimited stats tags (false: Istio's pre-1.23 tag regexes)"},
 		{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "", "EC2 instance metadata service URL (platform metadata on AWS)"},
 		{"ISTIO_DELTA_XDS", "true", "Envoy uses delta xDS"},
 		{"ISTIO_DUAL_STACK", "false", "dual-stack listeners"},

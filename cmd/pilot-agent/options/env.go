@@ -71,7 +71,6 @@ type Env struct {
 	BootstrapOverride            string // ISTIO_BOOTSTRAP_OVERRIDE
 	EnableCoreDump               bool
 	HTTPStripFragmentFromPath    bool
-	DelimitedStatsTags           bool // ENABLE_DELIMITED_STATS_TAG_REGEX
 	DeltaXDS                     bool
 	DualStack                    bool
 	StatusPortProxyProtocol      bool
@@ -214,7 +213,6 @@ func parse(environ []string, record bool) (*Env, map[string]bool, error) {
 	e.BootstrapOverride = p.str("ISTIO_BOOTSTRAP_OVERRIDE", "")
 	e.EnableCoreDump = p.boolean("ISTIO_ENVOY_ENABLE_CORE_DUMP", false)
 	e.HTTPStripFragmentFromPath = p.boolean("HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED", true)
-	e.DelimitedStatsTags = p.boolean("ENABLE_DELIMITED_STATS_TAG_REGEX", true)
 	e.DeltaXDS = p.boolean("ISTIO_DELTA_XDS", true)
 	e.DualStack = p.boolean("ISTIO_DUAL_STACK", false)
 	e.StatusPortProxyProtocol = p.boolean("ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL", false)

@@ -22,7 +22,9 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/compressor/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/proxy_protocol/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -52,7 +54,9 @@ var Packages = []protoreflect.FullName{
 	"envoy.extensions.filters.http.compressor.v3",
 	"envoy.extensions.filters.http.router.v3",
 	"envoy.extensions.filters.listener.proxy_protocol.v3",
+	"envoy.extensions.filters.listener.tls_inspector.v3",
 	"envoy.extensions.filters.network.http_connection_manager.v3",
+	"envoy.extensions.load_balancing_policies.least_request.v3",
 	"envoy.extensions.resource_monitors.downstream_connections.v3",
 	"envoy.extensions.resource_monitors.fixed_heap.v3",
 	"envoy.extensions.transport_sockets.tls.v3",
