@@ -30,7 +30,7 @@ func (l *lab) ruleset(t *testing.T) string {
 	}
 	for _, line := range strings.Split(out, "\n") {
 		// iptables-nft's own tables show up here too; keep the capture's nft tables only.
-		if strings.Contains(line, "ISTIO_PROXY") {
+		if strings.Contains(line, "istio-proxy-") {
 			b.WriteString(line + "\n")
 		}
 	}
@@ -106,7 +106,7 @@ func TestRerunAndCleanup(t *testing.T) {
 				t.Fatalf("apply: %v", err)
 			}
 			applied := l.ruleset(t)
-			if applied == pristine || !strings.Contains(applied, "ISTIO_") {
+			if applied == pristine || !strings.Contains(strings.ToLower(applied), "istio") {
 				t.Fatalf("apply changed nothing:\n%s", applied)
 			}
 			if err := l.apply(o); err != nil {

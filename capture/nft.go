@@ -22,24 +22,37 @@ type nftTable struct {
 	bases map[string]string // base chain -> its declaration
 }
 
+// Table and chain names are Istio's (tools/istio-nftables/pkg/constants/constants.go:
+// IstioProxyNatTable "istio-proxy-nat", IstioProxyMangleTable "istio-proxy-mangle",
+// IstioProxyRawTable "istio-proxy-raw", base chains PreroutingChain "prerouting" and
+// OutputChain "output", Istio's own chains lower case with hyphens, e.g. IstioInboundChain
+// "istio-inbound", IstioOutputDNSChain "istio-output-dns"), so a pod captured by either agent
+// shows the same tables and either agent's clean-up removes them.
 var nftTables = map[string]nftTable{
-	"nat": {"ISTIO_PROXY_NAT", map[string]string{
+	"nat": {"istio-proxy-nat", map[string]string{
 		"PREROUTING": "type nat hook prerouting priority dstnat; policy accept;",
 		"OUTPUT":     "type nat hook output priority -100; policy accept;",
 	}},
-	"mangle": {"ISTIO_PROXY_MANGLE", map[string]string{
+	"mangle": {"istio-proxy-mangle", map[string]string{
 		"PREROUTING": "type filter hook prerouting priority mangle; policy accept;",
 		"OUTPUT":     "type route hook output priority mangle; policy accept;",
 	}},
-	"raw": {"ISTIO_PROXY_RAW", map[string]string{
+	"raw": {"istio-proxy-raw", map[string]string{
 		"PREROUTING": "type filter hook prerouting priority raw; policy accept;",
 		"OUTPUT":     "type filter hook output priority raw; policy accept;",
 	}},
 }
 
+// nftChainName is the nft name of a plan chain: the base chains PREROUTING and OUTPUT become
+// "prerouting" and "output", ISTIO_IN_REDIRECT becomes "istio-in-redirect" (Istio's
+// constants.go spells every chain so).
+func nftChainName(c string) string {
+	return strings.ReplaceAll(strings.ToLower(c), "_", "-")
+}
+
 // NftTables returns the names of the tables the capture owns.
 func NftTables(*Config) []string {
-	return []string{"ISTIO_PROXY_MANGLE", "ISTIO_PROXY_NAT", "ISTIO_PROXY_RAW"}
+	return []string{"istio-proxy-mangle", "istio-proxy-nat", "istio-proxy-raw"}
 }
 
 // nftChain is one chain's final rule list (inserts resolved).
@@ -127,14 +140,14 @@ func nftScript(cfg *Config) (string, error) {
 		fmt.Fprintf(&b, "add table inet %s\n", tbl.name)
 		for _, c := range mine {
 			if decl, ok := tbl.bases[c.chain]; ok {
-				fmt.Fprintf(&b, "add chain inet %s %s { %s }\n", tbl.name, c.chain, decl)
+				fmt.Fprintf(&b, "add chain inet %s %s { %s }\n", tbl.name, nftChainName(c.chain), decl)
 			} else {
-				fmt.Fprintf(&b, "add chain inet %s %s\n", tbl.name, c.chain)
+				fmt.Fprintf(&b, "add chain inet %s %s\n", tbl.name, nftChainName(c.chain))
 			}
 		}
 		for _, c := range mine {
 			for _, r := range c.rules {
-				fmt.Fprintf(&b, "add rule inet %s %s %s\n", tbl.name, c.chain, r)
+				fmt.Fprintf(&b, "add rule inet %s %s %s\n", tbl.name, nftChainName(c.chain), r)
 			}
 		}
 	}
@@ -295,7 +308,7 @@ func nftTarget(t []string, ipf string) (string, error) {
 		return "ct zone set " + opt("--zone"), nil
 	}
 	if strings.HasPrefix(t[0], "ISTIO_") {
-		return "jump " + t[0], nil
+		return "jump " + nftChainName(t[0]), nil
 	}
 	return "", fmt.Errorf("no nftables translation for target %s", t[0])
 }

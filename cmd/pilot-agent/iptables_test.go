@@ -182,8 +182,8 @@ func TestIstioIptablesNativeNftables(t *testing.T) {
 	if code, _, stderr := agentIn(t, ns, env, injectorArgs...); code != 0 {
 		t.Fatalf("apply: exit %d: %s", code, stderr)
 	}
-	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "inet", "ISTIO_PROXY_NAT").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "redirect to :15001") || !strings.Contains(string(out), "jump ISTIO_OUTPUT") {
+	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "inet", "istio-proxy-nat").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "redirect to :15001") || !strings.Contains(string(out), "jump istio-output") {
 		t.Fatalf("nft table after apply: %v\n%s", err, out)
 	}
 	if s := saveIn(t, ns); strings.Contains(s, "ISTIO") {
@@ -193,7 +193,7 @@ func TestIstioIptablesNativeNftables(t *testing.T) {
 		t.Fatalf("clean-up: exit %d: %s", code, stderr)
 	}
 	out, _ = exec.Command("ip", "netns", "exec", ns, "nft", "list", "tables").CombinedOutput()
-	if strings.Contains(string(out), "ISTIO") {
+	if strings.Contains(string(out), "istio-proxy-") {
 		t.Errorf("clean-up left tables:\n%s", out)
 	}
 }
