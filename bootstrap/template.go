@@ -321,8 +321,8 @@ func EffectiveTemplatePath(istioBootstrapEnv, templateFileFlag string, pc *mesha
 	return p
 }
 
-// isDefaultTemplate says whether p names Istio's own template path (relative or absolute).
-func isDefaultTemplate(p string) bool {
+// IsDefaultTemplate says whether p names Istio's own template path (relative or absolute).
+func IsDefaultTemplate(p string) bool {
 	return p == DefaultTemplatePath || p == strings.TrimPrefix(DefaultTemplatePath, ".")
 }
 
@@ -336,7 +336,7 @@ func RenderEffective(cfg Config, templatePath string) ([]byte, error) {
 	if templatePath == "" {
 		return Render(cfg)
 	}
-	if isDefaultTemplate(templatePath) {
+	if IsDefaultTemplate(templatePath) {
 		if _, err := os.Stat(templatePath); errors.Is(err, fs.ErrNotExist) {
 			return Render(cfg)
 		}

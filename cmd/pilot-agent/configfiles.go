@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/wingman-mesh/wingman/bootstrap"
@@ -26,6 +28,11 @@ func checkConfigFiles(templateFlag string, env *options.Env, pc *meshapi.ProxyCo
 	tmpl := bootstrap.EffectiveTemplatePath(env.BootstrapTemplate, templateFlag, pc)
 	if tmpl == "" {
 		return nil
+	}
+	if bootstrap.IsDefaultTemplate(tmpl) {
+		if _, err := os.Stat(tmpl); errors.Is(err, fs.ErrNotExist) {
+			return nil // no template in the image at Istio's path: the typed render (RenderEffective)
+		}
 	}
 	setting := "proxyBootstrapTemplatePath" // the precedence of EffectiveTemplatePath
 	switch {
