@@ -113,10 +113,11 @@ func (b *nftBuilder) insert6(table, chain string, index int, parts ...string) {
 // nftPort is a port or range as nft writes it ("8000:8080" is iptables' spelling).
 func nftPort(p string) string { return strings.ReplaceAll(p, ":", "-") }
 
-var nftPlainName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`) })
+var nftPlainName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_]*|[0-9]+)$`) })
 
-// nftIface writes an interface name as Istio does (bare), quoting one nft would not read bare.
-func nftIface(n string) string {
+// nftName writes an interface, user or group name as Istio does (bare), quoting one nft would
+// not read bare (a "-", "." or "$" in it).
+func nftName(n string) string {
 	if nftPlainName().MatchString(n) {
 		return n
 	}
@@ -133,17 +134,17 @@ func nftBuild(cfg *Config) *nftBuilder {
 
 	// shortCircuitExcludeInterfaces, then shortCircuitKubeInternalInterface.
 	for _, ifc := range cfg.ExcludeInterfaces {
-		b.add(nftNat, nftPrerouting, "iifname", nftIface(ifc), "counter", "return")
-		b.add(nftNat, nftOutput, "oifname", nftIface(ifc), "counter", "return")
+		b.add(nftNat, nftPrerouting, "iifname", nftName(ifc), "counter", "return")
+		b.add(nftNat, nftOutput, "oifname", nftName(ifc), "counter", "return")
 	}
 	if tproxy {
 		for _, ifc := range cfg.ExcludeInterfaces {
-			b.add(nftMangle, nftPrerouting, "iifname", nftIface(ifc), "counter", "return")
-			b.add(nftMangle, nftOutput, "oifname", nftIface(ifc), "counter", "return")
+			b.add(nftMangle, nftPrerouting, "iifname", nftName(ifc), "counter", "return")
+			b.add(nftMangle, nftOutput, "oifname", nftName(ifc), "counter", "return")
 		}
 	}
 	for _, ifc := range cfg.VirtInterfaces {
-		b.insert(nftNat, nftPrerouting, 0, "iifname", nftIface(ifc), "counter", "return")
+		b.insert(nftNat, nftPrerouting, 0, "iifname", nftName(ifc), "counter", "return")
 	}
 
 	if cfg.DropInvalid {
@@ -172,12 +173,12 @@ func nftBuild(cfg *Config) *nftBuilder {
 	if cfg.OwnerGroupsOnly {
 		var parts []string
 		for _, g := range cfg.OwnerGroupsInclude {
-			parts = append(parts, "skgid", "!=", g)
+			parts = append(parts, "skgid", "!=", nftName(g))
 		}
 		b.add(nftNat, nftOutputC, append(parts, "counter", "return")...)
 	} else {
 		for _, g := range cfg.OwnerGroupsExclude {
-			b.add(nftNat, nftOutputC, "skgid", g, "counter", "return")
+			b.add(nftNat, nftOutputC, "skgid", nftName(g), "counter", "return")
 		}
 	}
 
@@ -201,18 +202,18 @@ func nftBuild(cfg *Config) *nftBuilder {
 	if cfg.OutboundCIDRs.All {
 		b.add(nftNat, nftOutputC, "counter", "jump", nftRedirect)
 		for _, ifc := range cfg.VirtInterfaces {
-			b.insert(nftNat, nftPrerouting, 0, "iifname", nftIface(ifc), "counter", "jump", nftRedirect)
+			b.insert(nftNat, nftPrerouting, 0, "iifname", nftName(ifc), "counter", "jump", nftRedirect)
 		}
 	} else {
 		for _, c := range cfg.OutboundCIDRs.V4 {
 			for _, ifc := range cfg.VirtInterfaces {
-				b.insert(nftNat, nftPrerouting, 0, "iifname", nftIface(ifc), "ip daddr", c.String(), "counter", "jump", nftRedirect)
+				b.insert(nftNat, nftPrerouting, 0, "iifname", nftName(ifc), "ip daddr", c.String(), "counter", "jump", nftRedirect)
 			}
 			b.add(nftNat, nftOutputC, "ip daddr", c.String(), "counter", "jump", nftRedirect)
 		}
 		for _, c := range cfg.OutboundCIDRs.V6 {
 			for _, ifc := range cfg.VirtInterfaces {
-				b.insert6(nftNat, nftPrerouting, 0, "iifname", nftIface(ifc), "ip6 daddr", c.String(), "counter", "jump", nftRedirect)
+				b.insert6(nftNat, nftPrerouting, 0, "iifname", nftName(ifc), "ip6 daddr", c.String(), "counter", "jump", nftRedirect)
 			}
 			b.add6(nftNat, nftOutputC, "ip6 daddr", c.String(), "counter", "jump", nftRedirect)
 		}
@@ -277,6 +278,7 @@ func (b *nftBuilder) owners(key string, ids []string, dnsPorts, dns bool) {
 		skip = "{ 53, " + tunnel + " }"
 	}
 	for _, id := range ids {
+		id = nftName(id)
 		b.add(nftNat, nftOutputC, "oifname", "lo", "meta l4proto tcp", "ip daddr", "!=", cfg.LoopbackCIDR.String(),
 			"tcp dport", "!=", skip, key, id, "counter", "jump", nftInRedirect)
 		b.add6(nftNat, nftOutputC, "oifname", "lo", "meta l4proto tcp", "ip6 daddr", "!=", "::1/128",
@@ -324,6 +326,7 @@ func (b *nftBuilder) dns() {
 		ids []string
 	}{{"skuid", cfg.ProxyUIDs}, {"skgid", cfg.ProxyGIDs}} {
 		for _, id := range o.ids {
+			id = nftName(id)
 			b.add(nftRaw, nftOutputDNS, "udp dport", "53", "meta", o.key, id, "counter", "ct", "zone", "set", "1")
 			b.add(nftRaw, nftOutputDNS, "udp sport", port(DNSPort), "meta", o.key, id, "counter", "ct", "zone", "set", "2")
 		}
@@ -357,6 +360,7 @@ func (b *nftBuilder) tproxyMarks() {
 		ids []string
 	}{{"skuid", cfg.ProxyUIDs}, {"skgid", cfg.ProxyGIDs}} {
 		for _, id := range o.ids {
+			id = nftName(id)
 			b.add(nftMangle, nftOutput, "oifname", "lo", "meta l4proto tcp", "ip daddr", "!=", loop4, o.key, id, "counter", "meta mark set", OutboundMark)
 			b.add6(nftMangle, nftOutput, "oifname", "lo", "meta l4proto tcp", "ip6 daddr", "!=", "::1/128", o.key, id, "counter", "meta mark set", OutboundMark)
 		}

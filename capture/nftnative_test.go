@@ -123,8 +123,8 @@ func TestNftNativeBothFamilies(t *testing.T) {
 
 // TestNftScriptsAccepted: nft accepts (nft -c, nothing applied) the script of every scenario's
 // flags in both modes, with IPv6 on and off, and of the cases where Wingman writes what Istio
-// would not get through nft (capture/PARITY.md): a port range, an interface name nft would not
-// read bare, and DNS capture of IPv6 resolvers only with IPv6 off (a jump to a chain left empty).
+// would not get through nft (capture/PARITY.md): a port range, interface and group names nft
+// would not read bare, and DNS capture of IPv6 resolvers only with IPv6 off (a jump to a chain left empty).
 func TestNftScriptsAccepted(t *testing.T) {
 	l := newLab(t)
 	var cfgs []Config
@@ -141,6 +141,7 @@ func TestNftScriptsAccepted(t *testing.T) {
 	odd.OutboundPortsExclude, _ = ParsePorts("8000:8080")
 	odd.InboundPorts, _ = ParsePorts("9000:9100,443")
 	odd.ExcludeInterfaces = []string{"veth.1"}
+	odd.OwnerGroupsExclude = []string{"www-data"} // Debian's group 33, quoted
 	odd.RedirectDNS = true
 	odd.DNSServers = []netip.Addr{netip.MustParseAddr("fd00::53")}
 	cfgs = append(cfgs, odd)
@@ -152,7 +153,8 @@ func TestNftScriptsAccepted(t *testing.T) {
 			t.Errorf("config %d: nft -c: %v: %s\n%s", i, err, out, script)
 		}
 	}
-	if !strings.Contains(NftScript(&odd), "tcp dport 8000-8080 counter return") || !strings.Contains(NftScript(&odd), `iifname "veth.1"`) {
+	if !strings.Contains(NftScript(&odd), "tcp dport 8000-8080 counter return") || !strings.Contains(NftScript(&odd), `iifname "veth.1"`) ||
+		!strings.Contains(NftScript(&odd), `skgid "www-data" counter return`) {
 		t.Errorf("port range or interface not written the nft way:\n%s", NftScript(&odd))
 	}
 	if tables := l.nftTablesIn(t); len(tables) != 0 {

@@ -328,3 +328,42 @@ func TestNftCleanupIsIstios(t *testing.T) {
 		t.Errorf("clean-up script:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// FuzzNftNames: interface, user and group names come from flags and variables; whatever the
+// parsers accept lands in the nft script as one token of one rule (bare or quoted), never
+// splitting a rule or starting a new statement.
+func FuzzNftNames(f *testing.F) {
+	for _, s := range []string{"eth0", "veth.1", "www-data", "user$", "1337", "a@b", "x:y", "lo", "a b", "a;b", "a\nb", `a"b`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		c := base().Config
+		c.Mode = TProxy
+		c.RedirectDNS, c.CaptureAllDNS = true, true
+		ifcs, ierr := ParseInterfaces(name)
+		owners, oerr := ParseOwners(name)
+		if ierr != nil && oerr != nil {
+			return
+		}
+		if ierr == nil {
+			c.ExcludeInterfaces, c.VirtInterfaces = ifcs, ifcs
+		}
+		if oerr == nil && len(owners) > 0 {
+			c.ProxyUIDs, c.ProxyGIDs, c.OwnerGroupsOnly, c.OwnerGroupsInclude = owners, owners, true, owners
+		}
+		script := NftScript(&c)
+		p := parseNftScript(t, script) // every line is one statement of the known forms
+		for _, n := range append(append([]string(nil), ifcs...), owners...) {
+			tok := nftName(n)
+			if tok != n && tok != `"`+n+`"` {
+				t.Fatalf("name %q written as %q", n, tok)
+			}
+			if strings.ContainsAny(n, "\"\n;#{}") {
+				t.Fatalf("parser accepted %q", n)
+			}
+		}
+		if len(p.tables) == 0 {
+			t.Fatalf("no table in:\n%s", script)
+		}
+	})
+}
