@@ -367,3 +367,65 @@ func FuzzNftNames(f *testing.F) {
 		}
 	})
 }
+
+// TestNftIstioIPRange: the flags of Istio's own "ip-range" case (tools/istio-nftables/pkg/capture
+// run_test.go getCommonTestCases: no inbound ports, include 9.9.0.0/16, exclude 1.1.0.0/16, DNS
+// capture of 127.0.0.53, uids 3,4, gids 1,2, IPv4 only), its rules traced through Run by hand.
+func TestNftIstioIPRange(t *testing.T) {
+	c := Defaults()
+	c.ProxyUIDs, c.ProxyGIDs = []string{"3", "4"}, []string{"1", "2"}
+	c.OutboundCIDRs, _ = ParseCIDRs("9.9.0.0/16")
+	c.OutboundCIDRsExclude, _ = ParseCIDRs("1.1.0.0/16")
+	c.RedirectDNS = true
+	c.DNSServers = []netip.Addr{netip.MustParseAddr("127.0.0.53")}
+	var output, zones []string
+	output = append(output, passthru4)
+	for _, uid := range []string{"3", "4"} { // Run: the ProxyUID loop, redirectDNS
+		output = append(output,
+			"oifname lo meta l4proto tcp ip daddr != 127.0.0.1/32 tcp dport != { 53, 15008 } skuid "+uid+" counter jump istio-in-redirect",
+			"oifname lo meta l4proto tcp tcp dport != 53 skuid != "+uid+" counter return",
+			"skuid "+uid+" counter return")
+		zones = append(zones, // addDNSConntrackZones
+			"udp dport 53 meta skuid "+uid+" counter ct zone set 1",
+			"udp sport 15053 meta skuid "+uid+" counter ct zone set 2")
+	}
+	for _, gid := range []string{"1", "2"} { // the ProxyGID loop
+		output = append(output,
+			"oifname lo meta l4proto tcp ip daddr != 127.0.0.1/32 tcp dport != 15008 skgid "+gid+" counter jump istio-in-redirect",
+			"oifname lo meta l4proto tcp tcp dport != 53 skgid != "+gid+" counter return",
+			"skgid "+gid+" counter return")
+		zones = append(zones,
+			"udp dport 53 meta skgid "+gid+" counter ct zone set 1",
+			"udp sport 15053 meta skgid "+gid+" counter ct zone set 2")
+	}
+	output = append(output,
+		"counter jump istio-output-dns",
+		loopback4,
+		"ip daddr 1.1.0.0/16 counter return",
+		// handleOutboundIncludeRules with a CIDR list: no catch-all jump.
+		"ip daddr 9.9.0.0/16 counter jump istio-redirect")
+	zones = append(zones, "udp dport 53 ip daddr 127.0.0.53/32 counter ct zone set 2")
+	checkNft(t, c, nftWant{
+		tables: []string{natTbl, rawTbl},
+		chains: map[string][]string{
+			// No inbound ports: nat prerouting holds nothing and is not declared.
+			natTbl: {natOut, "istio-inbound", "istio-redirect", "istio-in-redirect", "istio-output", "istio-output-dns"},
+			rawTbl: {rawPre, rawOut, "istio-inbound", "istio-output-dns"},
+		},
+		rules: map[string][]string{
+			natChain + "output":            {"counter jump istio-output"},
+			natChain + "istio-inbound":     {tunnelRet},
+			natChain + "istio-redirect":    {redirOut},
+			natChain + "istio-in-redirect": {redirIn},
+			natChain + "istio-output":      output,
+			natChain + "istio-output-dns": {
+				"ip daddr 127.0.0.53/32 tcp dport 53 counter redirect to :15053",
+				"ip daddr 127.0.0.53/32 udp dport 53 counter redirect to :15053",
+			},
+			rawChain + "output":           {"counter jump istio-output-dns"},
+			rawChain + "prerouting":       {"counter jump istio-inbound"},
+			rawChain + "istio-output-dns": zones,
+			rawChain + "istio-inbound":    {"udp sport 53 ip saddr 127.0.0.53/32 counter ct zone set 1"},
+		},
+	})
+}
