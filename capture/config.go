@@ -3,10 +3,12 @@
 // when asked, DNS to the agent's DNS proxy. It replaces Istio's `istio-iptables` programmer
 // (pilot-agent istio-iptables, run by the istio-init container of installs without Istio CNI).
 //
-// The rules follow Istio's for every flag combination (learned from istio/istio
-// tools/istio-iptables/pkg/capture/run.go and tools/istio-nftables; the expected behaviour of each
-// rule is checked by traffic tests in network namespaces, see capture_netns_test.go). The package
-// reads no environment: cmd/pilot-agent parses Istio's flags and variables into a Config.
+// The rules follow Istio's for every flag combination: the iptables plan (plan.go) Istio's
+// tools/istio-iptables/pkg/capture/run.go, the native nftables rules (nft.go) Istio's
+// tools/istio-nftables/pkg/capture/run.go; PARITY.md says where each comes from and what differs
+// on purpose. Their behaviour is checked by traffic tests in network namespaces (netns_test.go).
+// The package reads no environment: cmd/pilot-agent parses Istio's flags and variables into a
+// Config.
 package capture
 
 import (

@@ -105,21 +105,6 @@ COMMIT
 	}
 }
 
-// TestNftTranslation: every rule of every scenario translates (no rule falls outside the
-// translator's vocabulary); the traffic tests check what the translations do.
-func TestNftTranslation(t *testing.T) {
-	for _, s := range scenarios() {
-		o := s.options()
-		o.Config.IPv6 = true
-		if _, err := nftScript(&o.Config); err != nil {
-			t.Errorf("%s: %v", s.name, err)
-		}
-	}
-	if _, err := nftRule([]string{"-p", "tcp", "-j", "NOTRACK"}, false); err == nil {
-		t.Error("unknown target translated")
-	}
-}
-
 func FuzzParsePorts(f *testing.F) {
 	for _, s := range []string{"*", "80,443", "8000:8080", " 1 , 65535", "0", "a:b", ":"} {
 		f.Add(s)

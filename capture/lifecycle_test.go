@@ -10,7 +10,10 @@ import (
 	"time"
 )
 
-var counters = regexp.MustCompile(`\[[0-9]+:[0-9]+\]`)
+var (
+	counters    = regexp.MustCompile(`\[[0-9]+:[0-9]+\]`)
+	nftCounters = regexp.MustCompile(`counter packets [0-9]+ bytes [0-9]+`)
+)
 
 // ruleset is the pod namespace's rules as iptables-save (both families, both variants) and nft
 // print them, without comments and counters, so two snapshots compare by content.
@@ -28,10 +31,15 @@ func (l *lab) ruleset(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("nft list ruleset: %v: %s", err, out)
 	}
+	// iptables-nft's own tables show up here too; keep the capture's nft tables only, whole,
+	// with their counters zeroed.
+	in := false
 	for _, line := range strings.Split(out, "\n") {
-		// iptables-nft's own tables show up here too; keep the capture's nft tables only.
-		if strings.Contains(line, "istio-proxy-") {
-			b.WriteString(line + "\n")
+		if strings.HasPrefix(line, "table ") {
+			in = strings.Contains(line, "istio-proxy-")
+		}
+		if in {
+			b.WriteString(nftCounters.ReplaceAllString(line, "counter") + "\n")
 		}
 	}
 	return b.String()
