@@ -33,7 +33,7 @@ func TestColdRenderChild(t *testing.T) {
 	var err error
 	switch what {
 	case "render":
-		_, err = Render(cfg)
+		_, err = Render(t.Context(), cfg)
 	case "grpc":
 		err = WriteGRPCBootstrap(path, cfg, "")
 	default:

@@ -15,7 +15,7 @@ func TestCustomTemplate(t *testing.T) {
 	cfg := baseConfig(t)
 	cfg.ProxyConfig.Tracing = &meshapi.Tracing{Tracer: &meshapi.Tracing_Zipkin_{Zipkin: &meshapi.Tracing_Zipkin{Address: "zipkin.istio-system:9411"}}}
 	cfg.ProxyConfig.ExtraStatTags = []string{"request_host"}
-	got, err := RenderTemplate(cfg, "testdata/custom_template.tmpl.json")
+	got, err := RenderTemplate(t.Context(), cfg, "testdata/custom_template.tmpl.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestCustomTemplate(t *testing.T) {
 
 func TestOverrideMerge(t *testing.T) {
 	cfg := baseConfig(t)
-	base, err := Render(cfg)
+	base, err := Render(t.Context(), cfg)
 	must(t, err)
 	over, err := LoadOverride("testdata/override.yaml", cfg.Env)
 	must(t, err)
@@ -61,7 +61,7 @@ func TestOverrideMerge(t *testing.T) {
 
 // TestValidateCatchesDrift: a drifted override that renames xds-grpc is the classic crash loop.
 func TestValidateCatchesDrift(t *testing.T) {
-	base, err := Render(baseConfig(t))
+	base, err := Render(t.Context(), baseConfig(t))
 	must(t, err)
 	cases := map[string]struct {
 		edit func(string) string
@@ -116,7 +116,7 @@ func TestValidateCatchesDrift(t *testing.T) {
 func TestNodeReadBackAsIstiod(t *testing.T) {
 	cfg := goldenCases(t)["custom_metadata"]
 	cfg.Env = append(cfg.Env, "ISTIO_META_DNS_CAPTURE=true")
-	out, err := Render(cfg)
+	out, err := Render(t.Context(), cfg)
 	must(t, err)
 	var b struct {
 		Node struct {
@@ -187,7 +187,7 @@ func TestBadInput(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := baseConfig(t)
 			c.edit(&cfg)
-			_, err := Render(cfg)
+			_, err := Render(t.Context(), cfg)
 			if err == nil {
 				t.Fatal("want error")
 			}
@@ -255,7 +255,7 @@ func BenchmarkRender(b *testing.B) {
 	cfg := baseConfig(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Render(cfg); err != nil {
+		if _, err := Render(b.Context(), cfg); err != nil {
 			b.Fatal(err)
 		}
 	}

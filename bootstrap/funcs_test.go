@@ -119,7 +119,7 @@ func FuzzRenderTemplate(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	params, err := st.templateParams()
+	params, err := st.templateParams(f.Context())
 	if err != nil {
 		f.Fatal(err)
 	}

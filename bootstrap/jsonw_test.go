@@ -56,13 +56,13 @@ func requireSame(t testing.TB, what string, got, want []byte) {
 func TestRenderMatchesMarshalIndent(t *testing.T) {
 	for name, cfg := range parityCases(t) {
 		t.Run(name, func(t *testing.T) {
-			b, err := Build(cfg)
+			b, err := Build(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got, want := writeBoth(t, b)
 			requireSame(t, "bootstrap", got, want)
-			out, err := Render(cfg)
+			out, err := Render(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,7 +244,7 @@ func FuzzRenderConfig(f *testing.F) {
 		if m, err := NodeMetadata(cfg, []string{"10.0.0.5"}); err == nil {
 			requireMetadataJSON(t, "fuzzed node metadata", m)
 		}
-		b, err := Build(cfg)
+		b, err := Build(t.Context(), cfg)
 		if err != nil {
 			return // refused input: nothing is written either way
 		}
@@ -261,7 +261,7 @@ func FuzzRenderConfig(f *testing.F) {
 
 // BenchmarkAppendBootstrap is the writer alone on the default bootstrap (built once).
 func BenchmarkAppendBootstrap(b *testing.B) {
-	bs, err := Build(baseConfig(b))
+	bs, err := Build(b.Context(), baseConfig(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func BenchmarkAppendBootstrap(b *testing.B) {
 
 // BenchmarkMarshalIndentBootstrap is encoding/json on the same value, for a same-run ratio.
 func BenchmarkMarshalIndentBootstrap(b *testing.B) {
-	bs, err := Build(baseConfig(b))
+	bs, err := Build(b.Context(), baseConfig(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func FuzzNodeMetadata(f *testing.F) {
 		if third, err := back2.MarshalJSON(); err != nil || !bytes.Equal(third, again) {
 			t.Fatalf("metadata JSON is not a fixed point (%v):\n%s\n%s", err, again, third)
 		}
-		out, err := Render(cfg)
+		out, err := Render(t.Context(), cfg)
 		if err != nil {
 			t.Fatalf("metadata accepted, render refused: %v", err)
 		}

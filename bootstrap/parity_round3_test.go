@@ -18,7 +18,7 @@ import (
 // renderDoc renders cfg, requires Envoy's protos to accept it, and returns it parsed.
 func renderDoc(t *testing.T, cfg Config) map[string]any {
 	t.Helper()
-	out, err := Render(cfg)
+	out, err := Render(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestTemplateShapesAsIstio(t *testing.T) {
 
 func mustRender(t *testing.T, cfg Config) []byte {
 	t.Helper()
-	out, err := Render(cfg)
+	out, err := Render(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

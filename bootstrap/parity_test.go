@@ -2,12 +2,16 @@ package bootstrap
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -71,11 +75,11 @@ func parityCases(t testing.TB) map[string]Config {
 func TestTemplateParity(t *testing.T) {
 	for name, cfg := range parityCases(t) {
 		t.Run(name, func(t *testing.T) {
-			typed, err := Render(cfg)
+			typed, err := Render(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tmpl, err := RenderTemplate(cfg, "testdata/every_param.tmpl.json")
+			tmpl, err := RenderTemplate(t.Context(), cfg, "testdata/every_param.tmpl.json")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +125,7 @@ func TestParityFeatures(t *testing.T) {
 	cases := parityCases(t)
 	doc := func(name string) map[string]any {
 		t.Helper()
-		out, err := Render(cases[name])
+		out, err := Render(t.Context(), cases[name])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,13 +195,37 @@ func TestBadTemplateAndStatsd(t *testing.T) {
 	cfg := baseConfig(t)
 	p := filepath.Join(t.TempDir(), "t.json")
 	must(t, os.WriteFile(p, []byte("{\n\"x\": \"{{ .istio_future_param }}\"}"), 0o600))
-	if _, err := RenderTemplate(cfg, p); err == nil || !strings.Contains(err.Error(), "istio_future_param") || !strings.Contains(err.Error(), ":2") {
+	if _, err := RenderTemplate(t.Context(), cfg, p); err == nil || !strings.Contains(err.Error(), "istio_future_param") || !strings.Contains(err.Error(), ":2") {
 		t.Errorf("missing parameter: %v", err)
 	}
 	cfg.ProxyConfig.StatsdUdpAddress = "statsd.invalid:8125"
 	cfg.ResolveTimeout = 2e9
-	if _, err := Render(cfg); err == nil || !strings.Contains(err.Error(), "statsdUdpAddress") || !strings.Contains(err.Error(), "statsd.invalid") {
+	if _, err := Render(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "statsdUdpAddress") || !strings.Contains(err.Error(), "statsd.invalid") {
 		t.Errorf("unresolvable statsd: %v", err)
+	}
+}
+
+// TestStatsdLookupEndsWithCaller: the statsd host lookup is bounded by the caller's context, both
+// for the typed render and for a template: with a DNS server that never answers and an hour's
+// ResolveTimeout, a cancelled context ends the render with context.Canceled.
+func TestStatsdLookupEndsWithCaller(t *testing.T) {
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0") // reads queries, never answers
+	must(t, err)
+	defer silent.Close()
+	cfg := baseConfig(t)
+	cfg.ProxyConfig.StatsdUdpAddress = "statsd.example:8125"
+	cfg.ResolveTimeout = time.Hour
+	cfg.Resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", silent.LocalAddr().String())
+	}}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := Render(ctx, cfg); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "statsdUdpAddress") {
+		t.Errorf("typed render: %v, want the statsd lookup cancelled", err)
+	}
+	if _, err := RenderTemplate(ctx, cfg, "testdata/every_param.tmpl.json"); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "statsdUdpAddress") {
+		t.Errorf("template render: %v, want the statsd lookup cancelled", err)
 	}
 }
 
@@ -205,7 +233,7 @@ func BenchmarkRenderTemplate(b *testing.B) {
 	cfg := baseConfig(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := RenderTemplate(cfg, "testdata/every_param.tmpl.json"); err != nil {
+		if _, err := RenderTemplate(b.Context(), cfg, "testdata/every_param.tmpl.json"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -218,16 +246,16 @@ func TestTemplateOutputSyntax(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
 	must(t, os.WriteFile(bad, []byte("{\n\"a\": 1,\n\"b\": {{ .zipkin }}\n}"), 0o600))
-	if _, err := RenderTemplate(cfg, bad); err == nil || !strings.Contains(err.Error(), "not JSON") || !strings.Contains(err.Error(), "line 4") {
+	if _, err := RenderTemplate(t.Context(), cfg, bad); err == nil || !strings.Contains(err.Error(), "not JSON") || !strings.Contains(err.Error(), "line 4") {
 		t.Errorf("invalid JSON output: %v", err)
 	}
 	y := filepath.Join(dir, "ok.yaml")
 	must(t, os.WriteFile(y, []byte("node:\n  id: {{ .nodeID }}\n"), 0o600))
-	if _, err := RenderTemplate(cfg, y); err != nil {
+	if _, err := RenderTemplate(t.Context(), cfg, y); err != nil {
 		t.Errorf("YAML template: %v", err)
 	}
 	must(t, os.WriteFile(y, []byte("node: [\n"), 0o600))
-	if _, err := RenderTemplate(cfg, y); err == nil || !strings.Contains(err.Error(), "not YAML") {
+	if _, err := RenderTemplate(t.Context(), cfg, y); err == nil || !strings.Contains(err.Error(), "not YAML") {
 		t.Errorf("invalid YAML output: %v", err)
 	}
 }
@@ -237,7 +265,7 @@ func TestWriteLightstepToken(t *testing.T) {
 	cfg := goldenCases(t)["tracing_lightstep"]
 	cfg.ProxyConfig.ConfigPath = t.TempDir()
 	must(t, WriteLightstepToken(cfg.ProxyConfig))
-	out, err := Render(cfg)
+	out, err := Render(t.Context(), cfg)
 	must(t, err)
 	var b struct {
 		Tracing struct {
@@ -287,9 +315,9 @@ func TestRenderEffective(t *testing.T) {
 	tmpl, err := os.ReadFile(filepath.Join("testdata", "every_param.tmpl.json"))
 	must(t, err)
 	t.Chdir(t.TempDir())
-	typed, err := Render(cfg)
+	typed, err := Render(t.Context(), cfg)
 	must(t, err)
-	got, err := RenderEffective(cfg, DefaultTemplatePath)
+	got, err := RenderEffective(t.Context(), cfg, DefaultTemplatePath)
 	must(t, err)
 	if !bytes.Equal(got, typed) {
 		t.Errorf("no template at %s: not the typed render", DefaultTemplatePath)
@@ -303,18 +331,18 @@ func TestRenderEffective(t *testing.T) {
 	}
 	must(t, os.MkdirAll(filepath.Dir(DefaultTemplatePath), 0o755))
 	must(t, os.WriteFile(DefaultTemplatePath, shipped, 0o644))
-	got, err = RenderEffective(cfg, DefaultTemplatePath)
+	got, err = RenderEffective(t.Context(), cfg, DefaultTemplatePath)
 	must(t, err)
 	var doc map[string]any
 	must(t, json.Unmarshal(got, &doc))
 	if v := at(doc, "stats_config", "use_all_default_tags"); v != true {
 		t.Errorf("the image's template was not rendered: use_all_default_tags %v", v)
 	}
-	if want, err := RenderTemplate(cfg, DefaultTemplatePath); err != nil || !bytes.Equal(got, want) {
+	if want, err := RenderTemplate(t.Context(), cfg, DefaultTemplatePath); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("RenderEffective differs from rendering the template (%v)", err)
 	}
 
-	if _, err := RenderEffective(cfg, "/nonexistent/custom.tmpl"); err == nil || !strings.Contains(err.Error(), "/nonexistent/custom.tmpl") {
+	if _, err := RenderEffective(t.Context(), cfg, "/nonexistent/custom.tmpl"); err == nil || !strings.Contains(err.Error(), "/nonexistent/custom.tmpl") {
 		t.Errorf("missing custom template: %v", err)
 	}
 }
@@ -324,7 +352,7 @@ func TestRenderEffective(t *testing.T) {
 func TestValidateSecureListenerSDS(t *testing.T) {
 	cfg := baseConfig(t)
 	cfg.EnvoySecureMetricsPort = 15091
-	out, err := Render(cfg)
+	out, err := Render(t.Context(), cfg)
 	must(t, err)
 	if fs := envoyproto.Validate(out); len(fs) != 0 {
 		t.Fatalf("clean render: %v", fs)

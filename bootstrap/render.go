@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,8 +13,9 @@ import (
 )
 
 // Render produces the Envoy bootstrap JSON for cfg (Istio's default template, as typed values).
-func Render(cfg Config) ([]byte, error) {
-	b, err := Build(cfg)
+// ctx bounds what the render waits for (the statsd host lookup).
+func Render(ctx context.Context, cfg Config) ([]byte, error) {
+	b, err := Build(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -29,12 +31,12 @@ func Render(cfg Config) ([]byte, error) {
 const renderBufSize = 24 << 10
 
 // Build returns the typed bootstrap for cfg; Render marshals it.
-func Build(cfg Config) (*Bootstrap, error) {
+func Build(ctx context.Context, cfg Config) (*Bootstrap, error) {
 	st, err := newState(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return st.build()
+	return st.build(ctx)
 }
 
 // state is what one render derives from Config before building; immutable once newState returns.
@@ -108,7 +110,7 @@ func newState(cfg Config) (*state, error) {
 	return st, nil
 }
 
-func (st *state) build() (*Bootstrap, error) {
+func (st *state) build(ctx context.Context) (*Bootstrap, error) {
 	stats, err := st.statsConfig()
 	if err != nil {
 		return nil, err
@@ -150,7 +152,7 @@ func (st *state) build() (*Bootstrap, error) {
 		b.Tracing = tr
 		clusters = append(clusters, *trCluster)
 	}
-	sinks, sinkClusters, err := st.statsSinks()
+	sinks, sinkClusters, err := st.statsSinks(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -153,7 +153,7 @@ func checkGolden(t *testing.T, name string, got []byte) {
 func TestGoldens(t *testing.T) {
 	for name, cfg := range goldenCases(t) {
 		t.Run(name, func(t *testing.T) {
-			got, err := Render(cfg)
+			got, err := Render(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

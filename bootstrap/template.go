@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,7 +23,7 @@ import (
 // and the functions in templateFuncs. A template that refers to a parameter Wingman does not
 // provide is refused before it runs, naming the parameter and its line (Istio would print
 // "<no value>" into the JSON and let Envoy fail on it).
-func RenderTemplate(cfg Config, templatePath string) ([]byte, error) {
+func RenderTemplate(ctx context.Context, cfg Config, templatePath string) ([]byte, error) {
 	text, err := os.ReadFile(templatePath)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap template %s: %w", templatePath, err)
@@ -31,7 +32,7 @@ func RenderTemplate(cfg Config, templatePath string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	params, err := st.templateParams()
+	params, err := st.templateParams(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func addressJSON(sa *SocketAddress) string {
 // Every name Istio's agent can set is present (zero when Istio would leave it out), so a template
 // written against Istio's parameter set never reads a missing key. Names and forms were read from
 // Istio's pkg/bootstrap/option/instances.go and config.go; see PARITY.md.
-func (st *state) templateParams() (map[string]any, error) {
+func (st *state) templateParams(ctx context.Context) (map[string]any, error) {
 	runtime, err := toJSON(st.runtimeFlags())
 	if err != nil {
 		return nil, err
@@ -235,7 +236,7 @@ func (st *state) templateParams() (map[string]any, error) {
 		}
 	}
 	if st.pc.GetStatsdUdpAddress() != "" {
-		sa, err := st.statsdAddress()
+		sa, err := st.statsdAddress(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -332,14 +333,14 @@ func IsDefaultTemplate(p string) bool {
 // (Istio's agent renders it likewise). The typed render, Istio's default template as typed
 // values, is used when Istio's own template path holds no file (an image without Istio's
 // template); a custom template path that holds none is an error naming it.
-func RenderEffective(cfg Config, templatePath string) ([]byte, error) {
+func RenderEffective(ctx context.Context, cfg Config, templatePath string) ([]byte, error) {
 	if templatePath == "" {
-		return Render(cfg)
+		return Render(ctx, cfg)
 	}
 	if IsDefaultTemplate(templatePath) {
 		if _, err := os.Stat(templatePath); errors.Is(err, fs.ErrNotExist) {
-			return Render(cfg)
+			return Render(ctx, cfg)
 		}
 	}
-	return RenderTemplate(cfg, templatePath)
+	return RenderTemplate(ctx, cfg, templatePath)
 }

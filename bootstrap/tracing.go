@@ -208,7 +208,7 @@ func (st *state) remoteServiceCluster(name, field string, rs *meshapi.RemoteServ
 
 // statsSinks renders the metrics service and statsd sinks ProxyConfig asks for, and the clusters
 // of the metrics and access log services.
-func (st *state) statsSinks() ([]TypedExtension, []Cluster, error) {
+func (st *state) statsSinks(ctx context.Context) ([]TypedExtension, []Cluster, error) {
 	var sinks []TypedExtension
 	var clusters []Cluster
 	if ms := st.pc.GetEnvoyMetricsService(); ms.GetAddress() != "" {
@@ -230,7 +230,7 @@ func (st *state) statsSinks() ([]TypedExtension, []Cluster, error) {
 		clusters = append(clusters, *c)
 	}
 	if a := st.pc.GetStatsdUdpAddress(); a != "" {
-		sa, err := st.statsdAddress()
+		sa, err := st.statsdAddress(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -242,8 +242,9 @@ func (st *state) statsSinks() ([]TypedExtension, []Cluster, error) {
 }
 
 // statsdAddress is statsdUdpAddress with its host resolved to an IP: Envoy's statsd sink takes
-// only an IP, and Istio's agent resolves the name at start.
-func (st *state) statsdAddress() (*SocketAddress, error) {
+// only an IP, and Istio's agent resolves the name at start. The lookup ends with ctx or after
+// Config.ResolveTimeout, whichever is first.
+func (st *state) statsdAddress(ctx context.Context) (*SocketAddress, error) {
 	sa, err := st.hostPort("statsdUdpAddress", st.pc.GetStatsdUdpAddress())
 	if err != nil {
 		return nil, err
@@ -259,7 +260,7 @@ func (st *state) statsdAddress() (*SocketAddress, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	network := "ip4"
 	if st.localhost == "::1" {

@@ -47,7 +47,7 @@ func runBootstrap(ctx context.Context, args, environ []string, sio stdio) int {
 		identity: node.Discover(ctx, node.Config{Type: nodeType, InstanceIP: env.InstanceIP, PodName: env.PodName,
 			PodNamespace: env.PodNamespace, Domain: pf.domain})}
 	defer a.platform.Close()
-	data, err := renderBootstrap(a)
+	data, err := renderBootstrap(ctx, a)
 	if err == nil && env.BootstrapOverride != "" {
 		var override []byte
 		if override, err = bootstrap.LoadOverride(env.BootstrapOverride, env.Environ); err == nil {

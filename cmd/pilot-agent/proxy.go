@@ -142,7 +142,7 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
 	defer a.platform.Close()
-	p, err := buildParts(a, sio)
+	p, err := buildParts(ctx, a, sio)
 	if err != nil {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
@@ -254,11 +254,11 @@ type parts struct {
 
 // buildParts builds every part. Envoy's bootstrap is rendered on its own goroutine from here,
 // overlapping the set-up of the other parts; Envoy's Start waits for it.
-func buildParts(a *agent, sio stdio) (parts, error) {
+func buildParts(ctx context.Context, a *agent, sio stdio) (parts, error) {
 	p := parts{wait: func() {}}
 	var rendered func() ([]byte, error)
 	if a.renderBootstrap {
-		rendered = prerender(a)
+		rendered = prerender(ctx, a)
 		p.wait = func() { _, _ = rendered() }
 	}
 	var err error

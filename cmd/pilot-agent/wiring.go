@@ -316,13 +316,13 @@ func (a *agent) bootstrapConfig() bootstrap.Config {
 
 // prerender renders Envoy's bootstrap on its own goroutine, overlapping the start of the other
 // parts; the returned function waits for the result (the caller must call it once).
-func prerender(a *agent) func() ([]byte, error) {
+func prerender(ctx context.Context, a *agent) func() ([]byte, error) {
 	var data []byte
 	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		data, err = renderBootstrap(a)
+		data, err = renderBootstrap(ctx, a)
 	}()
 	return func() ([]byte, error) {
 		<-done
@@ -334,10 +334,10 @@ func prerender(a *agent) func() ([]byte, error) {
 // proxyBootstrapTemplatePath names, else the image's own (bootstrap.RenderEffective: the typed
 // render when the image has none). (A customConfigFile is handed to Envoy as is: see
 // bootstrapPathFor.)
-func renderBootstrap(a *agent) ([]byte, error) {
+func renderBootstrap(ctx context.Context, a *agent) ([]byte, error) {
 	cfg := a.bootstrapConfig()
 	tmpl := bootstrap.EffectiveTemplatePath(a.env.BootstrapTemplate, a.flags.templateFile, a.proxyConfig)
-	data, err := bootstrap.RenderEffective(cfg, tmpl)
+	data, err := bootstrap.RenderEffective(ctx, cfg, tmpl)
 	if err != nil {
 		return nil, fmt.Errorf("rendering Envoy bootstrap: %w", err)
 	}

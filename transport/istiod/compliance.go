@@ -47,32 +47,57 @@ type Compliance struct {
 	apply func(*tls.Config)
 }
 
-// CompliancePolicy returns what COMPLIANCE_POLICY policy asks; "" is no policy, and an unknown
-// name is an error naming it.
-func CompliancePolicy(policy string) (Compliance, error) {
-	switch policy {
-	case "":
-		return Compliance{}, nil
-	case "fips-140-2":
+// compliancePolicies are the COMPLIANCE_POLICY names, in Istio's order, with what each asks:
+// the one place they are spelled (the agent's environment parser and help take them from here).
+// Each is a function so that package init builds none of them.
+var compliancePolicies = []struct {
+	name string
+	ask  func() Compliance
+}{
+	{"fips-140-2", func() Compliance {
 		return Compliance{EnvoyCipherSuites: fipsSuiteNames(), GoogleGRPCTLS12Only: true, apply: func(c *tls.Config) {
 			c.MinVersion, c.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
 			c.CipherSuites = fipsSuiteIDs()
 			c.CurvePreferences = []tls.CurveID{tls.CurveP256}
-		}}, nil
-	case "fips-140-3":
+		}}
+	}},
+	{"fips-140-3", func() Compliance {
 		return Compliance{EnvoyCipherSuites: "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256", apply: func(c *tls.Config) {
 			c.MinVersion, c.MaxVersion = tls.VersionTLS12, tls.VersionTLS13
 			c.CipherSuites = fipsSuiteIDs()
 			c.CurvePreferences = []tls.CurveID{tls.CurveP256, tls.CurveP384}
-		}}, nil
-	case "pqc":
+		}}
+	}},
+	{"pqc", func() Compliance {
 		return Compliance{apply: func(c *tls.Config) {
 			c.MinVersion = tls.VersionTLS13
 			c.CipherSuites = []uint16{tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384}
 			c.CurvePreferences = []tls.CurveID{tls.X25519MLKEM768}
-		}}, nil
+		}}
+	}},
+}
+
+// CompliancePolicies returns the COMPLIANCE_POLICY names CompliancePolicy knows, in Istio's order.
+func CompliancePolicies() []string {
+	names := make([]string, len(compliancePolicies))
+	for i, p := range compliancePolicies {
+		names[i] = p.name
 	}
-	return Compliance{}, fmt.Errorf("istiod: unknown compliance policy %q (want fips-140-2, fips-140-3 or pqc)", policy)
+	return names
+}
+
+// CompliancePolicy returns what COMPLIANCE_POLICY policy asks; "" is no policy, and an unknown
+// name is an error naming it.
+func CompliancePolicy(policy string) (Compliance, error) {
+	if policy == "" {
+		return Compliance{}, nil
+	}
+	for _, p := range compliancePolicies {
+		if p.name == policy {
+			return p.ask(), nil
+		}
+	}
+	return Compliance{}, fmt.Errorf("istiod: unknown compliance policy %q (want one of %s)", policy, strings.Join(CompliancePolicies(), ", "))
 }
 
 // applyCompliance restricts c as Istio's agent restricts its own Go TLS for COMPLIANCE_POLICY

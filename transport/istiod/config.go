@@ -15,7 +15,7 @@ type Config struct {
 	// Plaintext disables TLS: for the xDS upstream when controlPlaneAuthPolicy is NONE, for the
 	// CA when its address is on Istiod's plaintext port (see [CAPlaintext]).
 	Plaintext bool
-	// CompliancePolicy (COMPLIANCE_POLICY: fips-140-2, fips-140-3 or pqc) restricts the TLS
+	// CompliancePolicy (COMPLIANCE_POLICY, one of CompliancePolicies()) restricts the TLS
 	// versions, cipher suites and curves as Istio's agent restricts its own TLS.
 	CompliancePolicy string
 	// RootCAFile holds the PEM roots that verify Istiod; re-read when it changes. Empty means

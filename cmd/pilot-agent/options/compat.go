@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/wingman-mesh/wingman/transport/istiod"
 )
 
 // Status says what Wingman does with a setting Istio's agent reads.
@@ -96,7 +98,7 @@ var Compat = []CompatRow{
 	{"WORKLOAD_IDENTITY_SOCKET_FILE", KindEnv, Same, "a bare name; a non-default name must belong to a live SDS server (SPIRE), else the start fails, as Istio", []string{"TestCustomSDSSocketNeedsAServer", "TestProbeSDSSocket"}},
 	{"PROXY_CONFIG_XDS_AGENT", KindEnv, Same, "`true` subscribes to ProxyConfig over xDS (PCDS) on Envoy's ADS stream; `ca_certificates_pem` is merged into ROOTCA (sorted, de-duplicated), as Istio's UpdateConfigTrustBundle", []string{"TestPCDSTrustBundleMergedIntoROOTCA", "TestTrustBundleFromProxyConfig"}},
 	{"PILOT_ENABLE_CA_CRL", KindEnv, Different, "with `true` and the plugged-in CA's CRL at /var/run/secrets/istio/crl/ca-crl.pem, ROOTCA and file-root secrets carry it in validation_context.crl, as Istio; Wingman sends it inline and pushes again when the file changes, where Istio references the file by name", []string{"TestCRLInRootSecrets"}},
-	{"COMPLIANCE_POLICY", KindEnv, Same, "fips-140-2, fips-140-3, pqc: the agent's own TLS to istiod and the CA as Istio's EnforceGoCompliance; Envoy's GRPC_SSL_CIPHER_SUITES and the google_grpc TLS 1.2 runtime flag as Istio sets them per policy", []string{"TestCompliancePolicy", "TestCompliancePolicyForEnvoy"}},
+	{"COMPLIANCE_POLICY", KindEnv, Same, strings.Join(istiod.CompliancePolicies(), ", ") + ": the agent's own TLS to istiod and the CA as Istio's EnforceGoCompliance; Envoy's GRPC_SSL_CIPHER_SUITES and the google_grpc TLS 1.2 runtime flag as Istio sets them per policy", []string{"TestCompliancePolicy", "TestCompliancePolicyForEnvoy"}},
 
 	// Envoy and lifecycle.
 	{"ENVOY_STATUS_PORT", KindEnv, Same, "Envoy's health listener in the bootstrap", []string{"TestGoldens", "TestNodeReadBackAsIstiod"}},

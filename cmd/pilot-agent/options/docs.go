@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/wingman-mesh/wingman/transport/istiod"
 )
 
 // Var documents one environment variable for --help.
@@ -60,7 +62,7 @@ var Documented = []Group{
 		{"WORKLOAD_IDENTITY_SOCKET_FILE", "socket", "SDS socket file name (a bare name)"},
 		{"PROXY_CONFIG_XDS_AGENT", "false", "subscribe to ProxyConfig over xDS (PCDS); its ca_certificates_pem is merged into ROOTCA"},
 		{"PILOT_ENABLE_CA_CRL", "true", "serve the plugged-in CA's CRL (./var/run/secrets/istio/crl/ca-crl.pem, when present) in ROOTCA and file-root secrets, pushed again when it changes"},
-		{"COMPLIANCE_POLICY", "", "fips-140-2, fips-140-3 or pqc: restricts the agent's own TLS to Istiod and the CA, and Envoy's, as Istio does"},
+		{"COMPLIANCE_POLICY", "", strings.Join(istiod.CompliancePolicies(), ", ") + ": restricts the agent's own TLS to Istiod and the CA, and Envoy's, as Istio does"},
 	}},
 	{"Envoy and lifecycle", []Var{
 		{"ENVOY_STATUS_PORT", "15021", "Envoy's health listener port"},

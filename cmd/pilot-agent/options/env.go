@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/wingman-mesh/wingman/transport/istiod"
 )
 
 // Env is the parsed environment. Immutable after Parse.
@@ -194,7 +196,7 @@ func parse(environ []string, record bool) (*Env, map[string]bool, error) {
 	}
 	e.ProxyConfigXDSAgent = p.boolean("PROXY_CONFIG_XDS_AGENT", false)
 	e.EnableCACRL = p.boolean("PILOT_ENABLE_CA_CRL", true)
-	e.CompliancePolicy = p.enum("COMPLIANCE_POLICY", "", "fips-140-2", "fips-140-3", "pqc")
+	e.CompliancePolicy = p.enum("COMPLIANCE_POLICY", "", istiod.CompliancePolicies()...)
 
 	e.EnvoyStatusPort = p.port("ENVOY_STATUS_PORT", 15021)
 	e.EnvoyPrometheusPort = p.port("ENVOY_PROMETHEUS_PORT", 15090)

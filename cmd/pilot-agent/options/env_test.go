@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wingman-mesh/wingman/transport/istiod"
 )
 
 func TestDefaults(t *testing.T) {
@@ -75,6 +77,27 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.name) {
 			t.Errorf("%s: err = %v, want it to name %s", tc.kv, err, tc.name)
 		}
+	}
+}
+
+// TestCompliancePolicyNames: COMPLIANCE_POLICY takes exactly the policies transport/istiod
+// defines (names spelled there only), each giving a Compliance.
+func TestCompliancePolicyNames(t *testing.T) {
+	names := istiod.CompliancePolicies()
+	if len(names) == 0 {
+		t.Fatal("no compliance policy")
+	}
+	for _, name := range names {
+		e, err := Parse([]string{"COMPLIANCE_POLICY=" + name})
+		if err != nil || e.CompliancePolicy != name {
+			t.Errorf("%s: parsed %q, %v", name, e.CompliancePolicy, err)
+		}
+		if _, err := istiod.CompliancePolicy(name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := Parse([]string{"COMPLIANCE_POLICY=fips-140"}); err == nil || !strings.Contains(err.Error(), strings.Join(names, ", ")) {
+		t.Errorf("unknown policy: %v, want the known ones listed", err)
 	}
 }
 
