@@ -38,7 +38,11 @@ func (cc *clientConn) readLoop() {
 			}
 			continue
 		}
-		if err == nil {
+		switch {
+		case err != nil:
+		case fh.Type == http2.FrameWindowUpdate:
+			err = cc.readWindowUpdate(fh, cc)
+		default:
 			f, err = cc.fr.ReadFrameForHeader(fh)
 		}
 		if err != nil {
@@ -57,6 +61,9 @@ func (cc *clientConn) readLoop() {
 			break
 		}
 		cc.readAny.Store(true)
+		if f == nil {
+			continue
+		}
 		if err = cc.handle(f); err != nil {
 			break
 		}
@@ -76,23 +83,10 @@ func (cc *clientConn) handle(f http2.Frame) error {
 	case *http2.MetaHeadersFrame:
 		return cc.onHeaders(f)
 	case *http2.SettingsFrame:
-		return cc.onSettings(f)
-	case *http2.WindowUpdateFrame:
-		return cc.onWindowUpdate(f)
+		return cc.onSettings(f, cc)
+	case *http2.WindowUpdateFrame: // read by readWindowUpdate
 	case *http2.PingFrame:
-		if f.IsAck() {
-			select {
-			case cc.pingAck <- struct{}{}:
-			default:
-			}
-			return nil
-		}
-		cc.lockWrite()
-		var err error
-		if cc.werr == nil {
-			err = cc.fr.WritePing(true, f.Data)
-		}
-		cc.unlockWriteReader(err)
+		cc.onPing(f)
 	case *http2.RSTStreamFrame:
 		if s := cc.stream(f.StreamID); s != nil {
 			code := rstCode(uint32(f.ErrCode))
@@ -132,28 +126,11 @@ func (cc *clientConn) idle(id uint32) bool {
 // readData reads a DATA frame's payload (RFC 9113 section 6.1) after its header: the data
 // goes from the read buffer into a pooled buffer the stream's reader takes, the only copy.
 func (cc *clientConn) readData(fh http2.FrameHeader) error {
-	if fh.StreamID == 0 {
-		return connProtocolError{http2.ErrCodeProtocol, "DATA on stream 0"}
+	dataLen, pad, err := cc.readDataStart(fh)
+	if err != nil {
+		return err
 	}
 	size := int64(fh.Length)
-	dataLen, pad := int(fh.Length), 0
-	if fh.Flags.Has(http2.FlagDataPadded) {
-		if fh.Length == 0 {
-			return connProtocolError{http2.ErrCodeProtocol, "padded DATA without its pad length"}
-		}
-		p, err := cc.br.ReadByte()
-		if err != nil {
-			return err
-		}
-		pad = int(p)
-		if pad > dataLen-1 {
-			return connProtocolError{http2.ErrCodeProtocol, "DATA padding longer than the frame"}
-		}
-		dataLen -= 1 + pad
-	}
-	if cc.recvWin.Add(-size) < 0 {
-		return connProtocolError{http2.ErrCodeFlowControl, "DATA beyond the connection window"}
-	}
 	s := cc.stream(fh.StreamID)
 	if s == nil {
 		if cc.idle(fh.StreamID) {
@@ -270,86 +247,31 @@ func headerOf(f *http2.MetaHeadersFrame) http.Header {
 	return h
 }
 
-func (cc *clientConn) onSettings(f *http2.SettingsFrame) error {
-	if f.IsAck() {
-		return nil
-	}
-	var tableSize uint32
-	haveTable := false
-	err := f.ForeachSetting(func(st http2.Setting) error {
-		if err := st.Valid(); err != nil {
-			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				return connProtocolError{http2.ErrCode(ce), fmt.Sprintf("bad setting %v", st)}
-			}
-			return connProtocolError{http2.ErrCodeProtocol, fmt.Sprintf("bad setting %v", st)}
+// shiftSendWindowsLocked, sendWindowLocked and settingLocked are the client's connSide.
+func (cc *clientConn) shiftSendWindowsLocked(delta int64) (over uint32) {
+	for _, s := range cc.streams {
+		if shiftWindowLocked(&s.sendWin, delta) {
+			over = s.id
 		}
-		cc.mu.Lock()
-		defer cc.mu.Unlock()
-		switch st.ID {
-		case http2.SettingInitialWindowSize:
-			delta := int64(st.Val) - cc.peerWin
-			cc.peerWin = int64(st.Val)
-			for _, s := range cc.streams {
-				s.sendWin += delta // may go negative (RFC 9113 section 6.9.2)
-				if s.sendWin > maxWindow {
-					// Section 6.9.2: a change that takes a window past 2^31-1.
-					return connProtocolError{http2.ErrCodeFlowControl, fmt.Sprintf("INITIAL_WINDOW_SIZE %d takes stream %d's window over 2^31-1", st.Val, s.id)}
-				}
-			}
-			cc.cond.Broadcast()
-		case http2.SettingMaxFrameSize:
-			cc.frameSize = int(st.Val)
-		case http2.SettingMaxConcurrentStreams:
-			cc.maxStreams = st.Val
-			cc.cond.Broadcast()
-		case http2.SettingHeaderTableSize:
-			tableSize, haveTable = st.Val, true
-		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
-	cc.lockWrite()
-	if haveTable {
-		cc.enc.SetMaxDynamicTableSizeLimit(tableSize)
-	}
-	if cc.werr == nil {
-		err = cc.fr.WriteSettingsAck()
-	}
-	cc.unlockWriteReader(err)
-	return nil
+	return over
 }
 
-func (cc *clientConn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	inc := int64(f.Increment)
-	if f.StreamID == 0 {
-		if cc.sendWin+inc > maxWindow {
-			return connProtocolError{http2.ErrCodeFlowControl, "connection window over 2^31-1"}
-		}
-		cc.sendWin += inc
+func (cc *clientConn) sendWindowLocked(id uint32) (*int64, error) {
+	if s := cc.streams[id]; s != nil {
+		return &s.sendWin, nil
+	}
+	if id%2 == 0 || id >= cc.nextID {
+		return nil, connProtocolError{http2.ErrCodeProtocol, "WINDOW_UPDATE on an idle stream"}
+	}
+	return nil, nil
+}
+
+func (cc *clientConn) settingLocked(st http2.Setting) {
+	if st.ID == http2.SettingMaxConcurrentStreams {
+		cc.maxStreams = st.Val
 		cc.cond.Broadcast()
-		return nil
 	}
-	s := cc.streams[f.StreamID]
-	if s == nil {
-		if f.StreamID%2 == 0 || f.StreamID >= cc.nextID {
-			return connProtocolError{http2.ErrCodeProtocol, "WINDOW_UPDATE on an idle stream"}
-		}
-		return nil
-	}
-	if s.sendWin+inc > maxWindow {
-		cc.mu.Unlock()
-		cc.streamError(f.StreamID, http2.ErrCodeFlowControl, status.Error(codes.Internal, "h2grpc: server's stream window over 2^31-1"))
-		cc.mu.Lock()
-		return nil
-	}
-	s.sendWin += inc
-	cc.cond.Broadcast()
-	return nil
 }
 
 func (cc *clientConn) onGoAway(f *http2.GoAwayFrame) {

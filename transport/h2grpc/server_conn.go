@@ -15,13 +15,6 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// initialWindow is HTTP/2's initial window for both directions before SETTINGS (RFC 9113
-// section 6.9.2), and maxFrameDefault its initial SETTINGS_MAX_FRAME_SIZE (section 6.5.2).
-const (
-	initialWindow   = 65535
-	maxFrameDefault = 16384
-)
-
 // errConnClosed ends the streams of a connection that is gone.
 var errConnClosed = errors.New("connection closed")
 
