@@ -148,7 +148,7 @@ func (rb *recvBuffer) Read(p []byte) (int, error) {
 	}
 	rb.mu.Unlock()
 	if grant > 0 {
-		rb.sc.writeWindowUpdate(rb.id, grant)
+		rb.sc.writeWindowUpdate(rb.id, uint32(grant))
 	}
 	return n, nil
 }
