@@ -38,8 +38,7 @@ type h2stream struct {
 	off        int // bytes of q[qh] already read
 	recvEnd    bool
 	err        error // the stream's end for the receiver once q is drained; nil: open or clean
-	recvWin    int64 // what the server may still send on the stream
-	unacked    int   // consumed, not yet granted
+	recvWin    recvWindow
 }
 
 func (s *h2stream) wake() {
@@ -161,18 +160,8 @@ func (s *h2stream) consumed(n int) {
 
 // grantLocked counts n bytes consumed and returns the window update to send, if any (none once
 // the server has ended the stream); the caller holds mu.
-func (s *h2stream) grantLocked(n int) int {
-	if s.recvEnd || s.err != nil {
-		return 0
-	}
-	s.unacked += n
-	if s.unacked < s.cc.cfg.StreamWindow/4 {
-		return 0
-	}
-	grant := s.unacked
-	s.unacked = 0
-	s.recvWin += int64(grant)
-	return grant
+func (s *h2stream) grantLocked(n int) int64 {
+	return s.recvWin.consumed(int64(n), s.recvEnd || s.err != nil)
 }
 
 // endRecv ends the receive side with err (nil: cleanly) unless it has ended already.
@@ -318,8 +307,8 @@ func (cc *clientConn) open(ctx context.Context, scheme, path string, fields [][2
 		id:      cc.nextID,
 		sendWin: cc.peerWin,
 		notify:  make(chan struct{}, 1),
-		recvWin: int64(cc.cfg.StreamWindow),
 	}
+	s.recvWin.init(cc.cfg.StreamWindow)
 	s.deadline, _ = ctx.Deadline()
 	cc.nextID += 2
 	cc.streams[s.id] = s

@@ -162,10 +162,9 @@ func (cc *clientConn) readData(fh http2.FrameHeader) error {
 		code, why = http2.ErrCodeProtocol, status.Error(codes.Internal, "h2grpc: DATA before the response headers")
 	case s.recvEnd || s.err != nil:
 		code, why = http2.ErrCodeStreamClosed, status.Error(codes.Internal, "h2grpc: DATA after the end of the stream")
-	case size > s.recvWin:
+	case !s.recvWin.take(size):
 		code, why = http2.ErrCodeFlowControl, status.Error(codes.Internal, "h2grpc: server sent beyond the stream window")
 	default:
-		s.recvWin -= size
 		if b != nil {
 			s.push(b)
 			b = nil

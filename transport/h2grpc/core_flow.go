@@ -129,3 +129,41 @@ func (c *conn) consumed(n int64) {
 		}
 	}
 }
+
+// recvWindow is a stream's receive window, guarded by its stream's lock: what the peer may
+// still send on the stream, and what was consumed and not yet granted back, granted with one
+// WINDOW_UPDATE once a quarter of the window is owed (as grpc-go).
+type recvWindow struct {
+	size    int64 // the full window (StreamWindow)
+	win     int64 // what the peer may still send
+	unacked int64 // consumed, not yet granted
+}
+
+func (w *recvWindow) init(size int) { w.size, w.win = int64(size), int64(size) }
+
+// take counts a DATA frame of flen bytes (padding included) against the window; false: the
+// frame exceeds it, a stream FLOW_CONTROL_ERROR (RFC 9113 section 6.9.1).
+func (w *recvWindow) take(flen int64) bool {
+	if flen > w.win {
+		return false
+	}
+	w.win -= flen
+	return true
+}
+
+// consumed counts n bytes consumed (read by the stream's reader, or padding on arrival) and
+// returns the increment to grant now, 0 while less than a quarter of the window is owed or
+// once the peer has ended the stream (ended).
+func (w *recvWindow) consumed(n int64, ended bool) int64 {
+	if ended {
+		return 0
+	}
+	w.unacked += n
+	if w.unacked < w.size/4 {
+		return 0
+	}
+	grant := w.unacked
+	w.unacked = 0
+	w.win += grant
+	return grant
+}

@@ -42,8 +42,11 @@ func (sc *serverConn) readData(fh http2.FrameHeader) error {
 		failed = http2.ErrCodeStreamClosed // DATA after END_STREAM (section 5.1)
 	default:
 		var ok bool
-		if take, ok = s.rb.reserve(flen, size); !ok {
+		var grant int64
+		if take, ok, grant = s.rb.reserve(flen, size); !ok {
 			failed = http2.ErrCodeFlowControl
+		} else if grant > 0 {
+			sc.writeWindowUpdate(id, uint32(grant))
 		}
 	}
 	if take {
