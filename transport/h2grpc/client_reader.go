@@ -2,8 +2,6 @@ package h2grpc
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -22,45 +20,15 @@ func (cc *clientConn) readLoop() {
 	var err error
 	for first := true; ; first = false {
 		var f http2.Frame
-		var fh http2.FrameHeader
-		cc.flushUnflushed()
-		fh, err = cc.fr.ReadFrameHeader()
-		if err == nil && first && (fh.Type != http2.FrameSettings || fh.Flags.Has(http2.FlagSettingsAck)) {
-			// RFC 9113 section 3.4: the server's preface is a SETTINGS frame (not an ACK).
-			err = connProtocolError{http2.ErrCodeProtocol, fmt.Sprintf("first frame from the server is %v, not SETTINGS", fh.Type)}
-			break
-		}
-		if err == nil && fh.Type == http2.FrameData {
-			// DATA is read here, its payload straight into a pooled buffer.
-			cc.readAny.Store(true)
-			if err = cc.readData(fh); err != nil {
-				break
-			}
-			continue
-		}
-		switch {
-		case err != nil:
-		case fh.Type == http2.FrameWindowUpdate:
-			err = cc.readWindowUpdate(fh, cc)
-		default:
-			f, err = cc.fr.ReadFrameForHeader(fh)
-		}
+		f, err = cc.readFrame(first, cc)
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				cc.streamError(se.StreamID, se.Code, status.Errorf(codes.Internal, "h2grpc: malformed frame from the server: %v", err))
 				continue
 			}
-			var ce http2.ConnectionError
-			switch {
-			case errors.As(err, &ce):
-				err = connProtocolError{http2.ErrCode(ce), fmt.Sprintf("malformed frame: %v", cc.fr.ErrorDetail())}
-			case errors.Is(err, http2.ErrFrameTooLarge):
-				err = connProtocolError{http2.ErrCodeFrameSize, "frame larger than 16384 bytes"}
-			}
 			break
 		}
-		cc.readAny.Store(true)
 		if f == nil {
 			continue
 		}
@@ -145,9 +113,7 @@ func (cc *clientConn) readData(fh http2.FrameHeader) error {
 	}
 	var b *[]byte
 	if dataLen > 0 {
-		b = mem.DefaultBufferPool().Get(dataLen)
-		if _, err := io.ReadFull(cc.br, *b); err != nil {
-			mem.DefaultBufferPool().Put(b)
+		if b, err = cc.readPayload(dataLen); err != nil {
 			return err
 		}
 	}

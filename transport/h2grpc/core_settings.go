@@ -20,6 +20,8 @@ type connSide interface {
 	sendWindowLocked(id uint32) (*int64, error)
 	// settingLocked acts on a valid setting the core does not keep.
 	settingLocked(st http2.Setting)
+	// readData reads a DATA frame after its header (the core's readFrame); reader goroutine.
+	readData(fh http2.FrameHeader) error
 }
 
 // onSettings applies the peer's SETTINGS and acknowledges them (RFC 9113 section 6.5.3); a

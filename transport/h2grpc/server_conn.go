@@ -91,40 +91,19 @@ func (sc *serverConn) serve() {
 		go sc.ping()
 	}
 	for first := true; ; first = false {
-		sc.flushUnflushed()
-		fh, err := sc.fr.ReadFrameHeader()
-		var f http2.Frame
-		switch {
-		case err != nil:
-		case first && fh.Type != http2.FrameSettings:
-			sc.goAway(http2.ErrCodeProtocol) // RFC 9113 section 3.4: SETTINGS comes first
-			return
-		case fh.Type == http2.FrameWindowUpdate:
-			err = sc.readWindowUpdate(fh, sc)
-		case fh.Type == http2.FrameData:
-			err = sc.readData(fh)
-		default:
-			f, err = sc.fr.ReadFrameForHeader(fh)
-		}
+		f, err := sc.readFrame(first, sc)
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				sc.streamFailed(se.StreamID, se.Code)
 				continue
 			}
-			var ce http2.ConnectionError
 			var pe connProtocolError
-			switch {
-			case errors.As(err, &ce):
-				sc.goAway(http2.ErrCode(ce))
-			case errors.As(err, &pe):
+			if errors.As(err, &pe) {
 				sc.goAway(pe.code)
-			case errors.Is(err, http2.ErrFrameTooLarge):
-				sc.goAway(http2.ErrCodeFrameSize) // over our SETTINGS_MAX_FRAME_SIZE (section 4.2)
 			}
 			return
 		}
-		sc.readAny.Store(true)
 		if f == nil {
 			continue
 		}

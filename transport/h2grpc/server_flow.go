@@ -1,15 +1,10 @@
 package h2grpc
 
-import (
-	"io"
+import "golang.org/x/net/http2"
 
-	"golang.org/x/net/http2"
-	"google.golang.org/grpc/mem"
-)
-
-// readData reads a DATA frame's payload itself, straight from the connection's read buffer
-// into a pooled buffer the stream's reader takes: one copy (x/net's Framer would first copy
-// it into its own frame buffer). Padding is checked and skipped, and counts in flow control.
+// readData reads a DATA frame after its header (the core's readFrame): its payload goes
+// into a pooled buffer the stream's reader takes (readPayload). Padding is checked and
+// skipped, and counts in flow control.
 func (sc *serverConn) readData(fh http2.FrameHeader) error {
 	id, flen := fh.StreamID, int64(fh.Length)
 	size, pad, err := sc.readDataStart(fh)
@@ -50,9 +45,8 @@ func (sc *serverConn) readData(fh http2.FrameHeader) error {
 		}
 	}
 	if take {
-		bp := mem.DefaultBufferPool().Get(size)
-		if _, err := io.ReadFull(sc.br, *bp); err != nil {
-			mem.DefaultBufferPool().Put(bp)
+		bp, err := sc.readPayload(size)
+		if err != nil {
 			return err
 		}
 		s.rb.add(bp)

@@ -142,6 +142,18 @@ func TestServerFirstFrameMustBeSettings(t *testing.T) {
 	}
 }
 
+// TestServerFirstFrameSettingsAck: a SETTINGS ACK is not the client's preface SETTINGS (RFC
+// 9113 section 3.4), as the client already held of the server's first frame (readFrame).
+func TestServerFirstFrameSettingsAck(t *testing.T) {
+	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: echoHandler})
+	c := dialRaw(t, path, false)
+	io.WriteString(c.nc, http2.ClientPreface)
+	c.fr.WriteSettingsAck()
+	if ga := c.waitClosed(); ga == nil || ga.ErrCode != http2.ErrCodeProtocol {
+		t.Fatalf("GOAWAY %+v, want PROTOCOL_ERROR", ga)
+	}
+}
+
 func TestServerPingAck(t *testing.T) {
 	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: echoHandler})
 	c := dialRaw(t, path, true)
