@@ -28,9 +28,10 @@ const (
 )
 
 // conn is the connection core that clientConn and serverConn both embed, so that a fix lands
-// once (issue 23): the writer every frame goes through (this file), the peer's settings
-// (core_settings.go), the connection's flow-control windows and the stream send-window wait
-// (core_flow.go) and the keepalive (keepalive.go). What differs between the sides stays with
+// once (issue 23): the writer every frame goes through (this file), the frame reader's front
+// half (core_reader.go), the peer's settings (core_settings.go), the flow-control windows:
+// the connection's, the stream send-window wait and the streams' receive windows
+// (core_flow.go), and the keepalive (keepalive.go). What differs between the sides stays with
 // them: opening streams and GOAWAY (client), the routes, the ping policy and the streams
 // answered before any handler (server).
 //
