@@ -2,13 +2,13 @@ package h2grpc
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
@@ -38,8 +38,7 @@ type h2stream struct {
 	off        int // bytes of q[qh] already read
 	recvEnd    bool
 	err        error // the stream's end for the receiver once q is drained; nil: open or clean
-	recvWin    int64 // what the server may still send on the stream
-	unacked    int   // consumed, not yet granted
+	recvWin    recvWindow
 }
 
 func (s *h2stream) wake() {
@@ -161,18 +160,8 @@ func (s *h2stream) consumed(n int) {
 
 // grantLocked counts n bytes consumed and returns the window update to send, if any (none once
 // the server has ended the stream); the caller holds mu.
-func (s *h2stream) grantLocked(n int) int {
-	if s.recvEnd || s.err != nil {
-		return 0
-	}
-	s.unacked += n
-	if s.unacked < s.cc.cfg.StreamWindow/4 {
-		return 0
-	}
-	grant := s.unacked
-	s.unacked = 0
-	s.recvWin += int64(grant)
-	return grant
+func (s *h2stream) grantLocked(n int) int64 {
+	return s.recvWin.consumed(int64(n), s.recvEnd || s.err != nil)
 }
 
 // endRecv ends the receive side with err (nil: cleanly) unless it has ended already.
@@ -310,7 +299,7 @@ func (cc *clientConn) open(ctx context.Context, scheme, path string, fields [][2
 		cc.active--
 		cc.cond.Broadcast()
 		cc.mu.Unlock()
-		cc.unlockWrite(nil)
+		cc.unlockWrite()
 		return nil, errGoAwayRefused
 	}
 	s := &h2stream{
@@ -318,44 +307,32 @@ func (cc *clientConn) open(ctx context.Context, scheme, path string, fields [][2
 		id:      cc.nextID,
 		sendWin: cc.peerWin,
 		notify:  make(chan struct{}, 1),
-		recvWin: int64(cc.cfg.StreamWindow),
 	}
+	s.recvWin.init(cc.cfg.StreamWindow)
 	s.deadline, _ = ctx.Deadline()
 	cc.nextID += 2
 	cc.streams[s.id] = s
-	frameSize := cc.frameSize
 	cc.mu.Unlock()
 
-	var err error
 	if cc.werr == nil {
 		cc.hbuf.Reset()
-		enc := cc.enc
-		enc.WriteField(hpackField(":method", "POST"))
-		enc.WriteField(hpackField(":scheme", scheme))
-		enc.WriteField(hpackField(":path", path))
-		enc.WriteField(hpackField(":authority", cc.cfg.Address))
+		cc.encodeField(":method", "POST")
+		cc.encodeField(":scheme", scheme)
+		cc.encodeField(":path", path)
+		cc.encodeField(":authority", cc.cfg.Address)
 		timeout := !s.deadline.IsZero()
 		for _, f := range fields {
-			enc.WriteField(hpackField(f[0], f[1]))
+			cc.encodeField(f[0], f[1])
 			timeout = timeout && f[0] != "grpc-timeout" // the caller's own replaces ours
 		}
 		if timeout {
 			// ctx's deadline as grpc-go sends it, measured now: after the dial and the wait
 			// for a stream slot, which the server's timer must not count twice.
-			enc.WriteField(hpackField("grpc-timeout", encodeTimeout(time.Until(s.deadline))))
+			cc.encodeField("grpc-timeout", encodeTimeout(time.Until(s.deadline)))
 		}
-		block := cc.hbuf.Bytes()
-		first := min(len(block), frameSize)
-		err = cc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: s.id, BlockFragment: block[:first], EndHeaders: first == len(block)})
-		for block = block[first:]; err == nil && len(block) > 0; {
-			k := min(len(block), frameSize)
-			err = cc.fr.WriteContinuation(s.id, k == len(block), block[:k])
-			block = block[k:]
-		}
-	} else {
-		err = cc.werr
+		cc.writeHeaderBlockLocked(s.id, false)
 	}
-	if err = cc.unlockWrite(err); err != nil {
+	if err := cc.unlockWrite(); err != nil {
 		// The connection is lost: the reader fails the stream; tell the caller now.
 		return nil, errConnLost(cc.cfg.Address, err)
 	}
@@ -373,42 +350,44 @@ func (s *h2stream) send(pieces [][]byte, end bool) bool {
 	for first := true; first || left > 0; first = false {
 		cc.mu.Lock()
 		n := 0
-		for left > 0 {
-			if s.localEnd || cc.dead != nil {
-				break
-			}
-			// At most a write buffer per turn, so other streams' frames get in between.
-			n = int(min(int64(left), s.sendWin, cc.sendWin, connBufferSize))
-			if n > 0 {
-				break
-			}
-			cc.cond.Wait()
+		var err error
+		if left > 0 {
+			n, err = cc.reserveLocked(s, left)
+		} else {
+			err = s.sendStopLocked()
 		}
-		if s.localEnd || cc.dead != nil {
+		if err != nil {
 			cc.mu.Unlock()
 			return false
 		}
-		s.sendWin -= int64(n)
-		cc.sendWin -= int64(n)
 		last := end && n == left
 		if last {
 			s.localEnd = true
 			cc.removeLocked(s)
 		}
-		frameSize := cc.frameSize
 		cc.mu.Unlock()
 
 		cc.lockWrite()
-		var err error
-		if cc.werr == nil {
-			err = cc.writeDataLocked(s.id, &pieces, n, frameSize, last)
-		}
+		pieces = cc.writeDataLocked(s.id, pieces, n, last)
 		left -= n
-		if cc.unlockWrite(err) != nil {
+		if cc.unlockWrite() != nil {
 			return false
 		}
 	}
 	return true
+}
+
+// errStreamDone stops a client stream's sender: the stream or the connection has ended.
+var errStreamDone = errors.New("stream ended")
+
+// sendWindowPtr and sendStopLocked make h2stream a sendStream (core_flow.go).
+func (s *h2stream) sendWindowPtr() *int64 { return &s.sendWin }
+
+func (s *h2stream) sendStopLocked() error {
+	if s.localEnd || s.cc.dead != nil {
+		return errStreamDone
+	}
+	return nil
 }
 
 // response is the receiver's view of the response: HTTP status and headers, trailers.
@@ -416,8 +395,4 @@ func (s *h2stream) response() (code int, header, trailer http.Header) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.httpStatus, s.header, s.trailer
-}
-
-func hpackField(name, value string) hpack.HeaderField {
-	return hpack.HeaderField{Name: name, Value: value}
 }

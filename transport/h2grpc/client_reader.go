@@ -2,8 +2,6 @@ package h2grpc
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -22,41 +20,18 @@ func (cc *clientConn) readLoop() {
 	var err error
 	for first := true; ; first = false {
 		var f http2.Frame
-		var fh http2.FrameHeader
-		cc.flushUnflushed()
-		fh, err = cc.fr.ReadFrameHeader()
-		if err == nil && first && (fh.Type != http2.FrameSettings || fh.Flags.Has(http2.FlagSettingsAck)) {
-			// RFC 9113 section 3.4: the server's preface is a SETTINGS frame (not an ACK).
-			err = connProtocolError{http2.ErrCodeProtocol, fmt.Sprintf("first frame from the server is %v, not SETTINGS", fh.Type)}
-			break
-		}
-		if err == nil && fh.Type == http2.FrameData {
-			// DATA is read here, its payload straight into a pooled buffer.
-			cc.readAny.Store(true)
-			if err = cc.readData(fh); err != nil {
-				break
-			}
-			continue
-		}
-		if err == nil {
-			f, err = cc.fr.ReadFrameForHeader(fh)
-		}
+		f, err = cc.readFrame(first, cc)
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				cc.streamError(se.StreamID, se.Code, status.Errorf(codes.Internal, "h2grpc: malformed frame from the server: %v", err))
 				continue
 			}
-			var ce http2.ConnectionError
-			switch {
-			case errors.As(err, &ce):
-				err = connProtocolError{http2.ErrCode(ce), fmt.Sprintf("malformed frame: %v", cc.fr.ErrorDetail())}
-			case errors.Is(err, http2.ErrFrameTooLarge):
-				err = connProtocolError{http2.ErrCodeFrameSize, "frame larger than 16384 bytes"}
-			}
 			break
 		}
-		cc.readAny.Store(true)
+		if f == nil {
+			continue
+		}
 		if err = cc.handle(f); err != nil {
 			break
 		}
@@ -76,23 +51,10 @@ func (cc *clientConn) handle(f http2.Frame) error {
 	case *http2.MetaHeadersFrame:
 		return cc.onHeaders(f)
 	case *http2.SettingsFrame:
-		return cc.onSettings(f)
-	case *http2.WindowUpdateFrame:
-		return cc.onWindowUpdate(f)
+		return cc.onSettings(f, cc)
+	case *http2.WindowUpdateFrame: // read by readWindowUpdate
 	case *http2.PingFrame:
-		if f.IsAck() {
-			select {
-			case cc.pingAck <- struct{}{}:
-			default:
-			}
-			return nil
-		}
-		cc.lockWrite()
-		var err error
-		if cc.werr == nil {
-			err = cc.fr.WritePing(true, f.Data)
-		}
-		cc.unlockWriteReader(err)
+		cc.onPing(f)
 	case *http2.RSTStreamFrame:
 		if s := cc.stream(f.StreamID); s != nil {
 			code := rstCode(uint32(f.ErrCode))
@@ -132,28 +94,11 @@ func (cc *clientConn) idle(id uint32) bool {
 // readData reads a DATA frame's payload (RFC 9113 section 6.1) after its header: the data
 // goes from the read buffer into a pooled buffer the stream's reader takes, the only copy.
 func (cc *clientConn) readData(fh http2.FrameHeader) error {
-	if fh.StreamID == 0 {
-		return connProtocolError{http2.ErrCodeProtocol, "DATA on stream 0"}
+	dataLen, pad, err := cc.readDataStart(fh)
+	if err != nil {
+		return err
 	}
 	size := int64(fh.Length)
-	dataLen, pad := int(fh.Length), 0
-	if fh.Flags.Has(http2.FlagDataPadded) {
-		if fh.Length == 0 {
-			return connProtocolError{http2.ErrCodeProtocol, "padded DATA without its pad length"}
-		}
-		p, err := cc.br.ReadByte()
-		if err != nil {
-			return err
-		}
-		pad = int(p)
-		if pad > dataLen-1 {
-			return connProtocolError{http2.ErrCodeProtocol, "DATA padding longer than the frame"}
-		}
-		dataLen -= 1 + pad
-	}
-	if cc.recvWin.Add(-size) < 0 {
-		return connProtocolError{http2.ErrCodeFlowControl, "DATA beyond the connection window"}
-	}
 	s := cc.stream(fh.StreamID)
 	if s == nil {
 		if cc.idle(fh.StreamID) {
@@ -168,9 +113,7 @@ func (cc *clientConn) readData(fh http2.FrameHeader) error {
 	}
 	var b *[]byte
 	if dataLen > 0 {
-		b = mem.DefaultBufferPool().Get(dataLen)
-		if _, err := io.ReadFull(cc.br, *b); err != nil {
-			mem.DefaultBufferPool().Put(b)
+		if b, err = cc.readPayload(dataLen); err != nil {
 			return err
 		}
 	}
@@ -185,10 +128,9 @@ func (cc *clientConn) readData(fh http2.FrameHeader) error {
 		code, why = http2.ErrCodeProtocol, status.Error(codes.Internal, "h2grpc: DATA before the response headers")
 	case s.recvEnd || s.err != nil:
 		code, why = http2.ErrCodeStreamClosed, status.Error(codes.Internal, "h2grpc: DATA after the end of the stream")
-	case size > s.recvWin:
+	case !s.recvWin.take(size):
 		code, why = http2.ErrCodeFlowControl, status.Error(codes.Internal, "h2grpc: server sent beyond the stream window")
 	default:
-		s.recvWin -= size
 		if b != nil {
 			s.push(b)
 			b = nil
@@ -270,86 +212,31 @@ func headerOf(f *http2.MetaHeadersFrame) http.Header {
 	return h
 }
 
-func (cc *clientConn) onSettings(f *http2.SettingsFrame) error {
-	if f.IsAck() {
-		return nil
-	}
-	var tableSize uint32
-	haveTable := false
-	err := f.ForeachSetting(func(st http2.Setting) error {
-		if err := st.Valid(); err != nil {
-			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				return connProtocolError{http2.ErrCode(ce), fmt.Sprintf("bad setting %v", st)}
-			}
-			return connProtocolError{http2.ErrCodeProtocol, fmt.Sprintf("bad setting %v", st)}
+// shiftSendWindowsLocked, sendWindowLocked and settingLocked are the client's connSide.
+func (cc *clientConn) shiftSendWindowsLocked(delta int64) (over uint32) {
+	for _, s := range cc.streams {
+		if shiftWindowLocked(&s.sendWin, delta) {
+			over = s.id
 		}
-		cc.mu.Lock()
-		defer cc.mu.Unlock()
-		switch st.ID {
-		case http2.SettingInitialWindowSize:
-			delta := int64(st.Val) - cc.peerWin
-			cc.peerWin = int64(st.Val)
-			for _, s := range cc.streams {
-				s.sendWin += delta // may go negative (RFC 9113 section 6.9.2)
-				if s.sendWin > maxWindow {
-					// Section 6.9.2: a change that takes a window past 2^31-1.
-					return connProtocolError{http2.ErrCodeFlowControl, fmt.Sprintf("INITIAL_WINDOW_SIZE %d takes stream %d's window over 2^31-1", st.Val, s.id)}
-				}
-			}
-			cc.cond.Broadcast()
-		case http2.SettingMaxFrameSize:
-			cc.frameSize = int(st.Val)
-		case http2.SettingMaxConcurrentStreams:
-			cc.maxStreams = st.Val
-			cc.cond.Broadcast()
-		case http2.SettingHeaderTableSize:
-			tableSize, haveTable = st.Val, true
-		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
-	cc.lockWrite()
-	if haveTable {
-		cc.enc.SetMaxDynamicTableSizeLimit(tableSize)
-	}
-	if cc.werr == nil {
-		err = cc.fr.WriteSettingsAck()
-	}
-	cc.unlockWriteReader(err)
-	return nil
+	return over
 }
 
-func (cc *clientConn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	inc := int64(f.Increment)
-	if f.StreamID == 0 {
-		if cc.sendWin+inc > maxWindow {
-			return connProtocolError{http2.ErrCodeFlowControl, "connection window over 2^31-1"}
-		}
-		cc.sendWin += inc
+func (cc *clientConn) sendWindowLocked(id uint32) (*int64, error) {
+	if s := cc.streams[id]; s != nil {
+		return &s.sendWin, nil
+	}
+	if id%2 == 0 || id >= cc.nextID {
+		return nil, connProtocolError{http2.ErrCodeProtocol, "WINDOW_UPDATE on an idle stream"}
+	}
+	return nil, nil
+}
+
+func (cc *clientConn) settingLocked(st http2.Setting) {
+	if st.ID == http2.SettingMaxConcurrentStreams {
+		cc.maxStreams = st.Val
 		cc.cond.Broadcast()
-		return nil
 	}
-	s := cc.streams[f.StreamID]
-	if s == nil {
-		if f.StreamID%2 == 0 || f.StreamID >= cc.nextID {
-			return connProtocolError{http2.ErrCodeProtocol, "WINDOW_UPDATE on an idle stream"}
-		}
-		return nil
-	}
-	if s.sendWin+inc > maxWindow {
-		cc.mu.Unlock()
-		cc.streamError(f.StreamID, http2.ErrCodeFlowControl, status.Error(codes.Internal, "h2grpc: server's stream window over 2^31-1"))
-		cc.mu.Lock()
-		return nil
-	}
-	s.sendWin += inc
-	cc.cond.Broadcast()
-	return nil
 }
 
 func (cc *clientConn) onGoAway(f *http2.GoAwayFrame) {

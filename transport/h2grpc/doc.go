@@ -11,7 +11,8 @@
 // Client is one HTTP/2 connection (TLS with ALPN h2, plaintext with prior knowledge, or a
 // caller's Dial) shared by every stream, dialled lazily and again after it is lost or after a
 // GOAWAY. Server serves HTTP/2 with prior knowledge (h2c), for Envoy on a Unix socket. Both
-// sides: one reader goroutine per connection reading through 64 KiB, DATA copied once into
+// sides' connections embed one connection core, conn (core_*.go, keepalive.go), so that a fix
+// lands once: one reader goroutine per connection reading through 64 KiB, DATA copied once into
 // pooled buffers, every frame written through one 64 KiB buffered writer under a mutex (the last
 // writer out flushes: frames written together cost one system call), window updates once a
 // quarter of a window is consumed, SETTINGS/PING/GOAWAY/RST_STREAM handled, flow control

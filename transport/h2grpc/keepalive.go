@@ -3,6 +3,8 @@ package h2grpc
 import (
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // pinger is the keepalive both sides run, one copy so that a fix lands once: after idle
@@ -59,4 +61,44 @@ func (p pinger) run() {
 		}
 		t.Reset(p.idle)
 	}
+}
+
+// keepalive runs the pinger on the connection until done is closed.
+func (c *conn) keepalive(idle, timeout time.Duration, done <-chan struct{}, expire func()) {
+	pinger{
+		idle:     idle,
+		timeout:  timeout,
+		done:     done,
+		activity: &c.readAny,
+		ack:      c.pingAck,
+		ping:     c.writePing,
+		expire:   expire,
+	}.run()
+}
+
+// writePing sends a keepalive PING.
+func (c *conn) writePing() error {
+	c.lockWrite()
+	if c.werr == nil {
+		c.note(c.fr.WritePing(false, [8]byte{'w', 'i', 'n', 'g', 'm', 'a', 'n', 0}))
+	}
+	return c.unlockWrite()
+}
+
+// onPing hands a PING ACK to the keepalive and answers a PING (RFC 9113 section 6.7); it
+// reports whether f was a PING, not an ACK. Reader goroutine.
+func (c *conn) onPing(f *http2.PingFrame) bool {
+	if f.IsAck() {
+		select {
+		case c.pingAck <- struct{}{}:
+		default:
+		}
+		return false
+	}
+	c.lockWrite()
+	if c.werr == nil {
+		c.note(c.fr.WritePing(true, f.Data))
+	}
+	c.unlockWriteReader()
+	return true
 }

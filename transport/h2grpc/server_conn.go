@@ -1,25 +1,14 @@
 package h2grpc
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"math"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
-)
-
-// initialWindow is HTTP/2's initial window for both directions before SETTINGS (RFC 9113
-// section 6.9.2), and maxFrameDefault its initial SETTINGS_MAX_FRAME_SIZE (section 6.5.2).
-const (
-	initialWindow   = 65535
-	maxFrameDefault = 16384
 )
 
 // errConnClosed ends the streams of a connection that is gone.
@@ -29,80 +18,48 @@ var errConnClosed = errors.New("connection closed")
 var errStreamReset = errors.New("stream reset")
 
 // serverConn is one HTTP/2 connection of a Server: one goroutine reads its frames (serve),
-// one per stream runs the handler, and every frame written goes through the writer (wmu).
+// one per stream runs the handler, and every frame written goes through the connection core's
+// writer (core_writer.go).
 type serverConn struct {
+	conn // the writer, settings, windows and keepalive shared with the client
+
 	s      *Server
-	nc     net.Conn
-	fr     *http2.Framer
-	br     *connReader
 	ctx    context.Context // streams' contexts derive from it; cancelled when the connection ends
 	cancel context.CancelFunc
 
-	// writer (server_write.go)
-	wmu          sync.Mutex
-	waiters      atomic.Int32 // goroutines waiting for wmu
-	bw           *connWriter
-	henc         *hpack.Encoder // writes into hbuf
-	hbuf         bytes.Buffer
-	dataHdr      [9]byte
-	werr         error         // first write error; under wmu
-	writeTimeout time.Duration // immutable: each write's deadline, 0 for none (lockWrite)
-	peerMaxFrame atomic.Uint32 // the peer's SETTINGS_MAX_FRAME_SIZE
-
-	mu          sync.Mutex // guards the fields below and every stream's send window
-	cond        sync.Cond  // on mu: a send window grew, or a stream or the connection ended
-	streams     map[uint32]*ServerStream
-	running     int // streams whose handler has not yet ended them: what MAX_CONCURRENT_STREAMS counts
-	closed      bool
-	connSend    int64 // bytes we may still send on the connection
-	peerInitWin int64 // the peer's SETTINGS_INITIAL_WINDOW_SIZE: each new stream's send window
+	// guarded by conn.mu, as every stream's send window
+	streams map[uint32]*ServerStream
+	running int // streams whose handler has not yet ended them: what MAX_CONCURRENT_STREAMS counts
+	closed  bool
 
 	// owned by the reading goroutine
-	lastStream  uint32 // the highest stream the peer opened
-	connRecv    int64  // bytes the peer may still send on the connection
-	connUnacked int64  // bytes received and not yet granted back
-	goingAway   bool   // the peer sent GOAWAY
+	lastStream uint32 // the highest stream the peer opened
+	goingAway  bool   // the peer sent GOAWAY
 	// answered are the streams answered before any handler (writeEarlyAbort) whose request is
-	// still coming: half-closed (local). They count against MAX_CONCURRENT_STREAMS.
+	// still coming: half-closed (local). They count against MAX_CONCURRENT_STREAMS; their send
+	// windows are guarded by conn.mu.
 	answered    map[uint32]*answeredStream
-	wuBuf       [4]byte
 	lastPingAt  time.Time // the client's last PING (ping policy, server_keepalive.go onPing)
 	pingStrikes int
 
-	handlers  sync.WaitGroup // handler goroutines
-	keepalive sync.WaitGroup // the pinging goroutine
-	activity  atomic.Bool    // a frame arrived since the keepalive goroutine last looked
-	// sentStreamFrame: HEADERS or DATA went out since the client's last PING (which clears
-	// its strikes, as grpc-go's resetPingStrikes).
-	sentStreamFrame atomic.Bool
-	pingAck         chan struct{} // the reader -> keepalive: our PING was answered
+	handlers sync.WaitGroup // handler goroutines
+	pinging  sync.WaitGroup // the keepalive goroutine
 }
 
 func newServerConn(s *Server, nc net.Conn) *serverConn {
 	sc := &serverConn{
-		s:           s,
-		nc:          nc,
-		br:          newConnReader(nc),
-		bw:          newConnWriter(nc),
-		streams:     map[uint32]*ServerStream{},
-		answered:    map[uint32]*answeredStream{},
-		connSend:    initialWindow,
-		peerInitWin: initialWindow,
-		connRecv:    int64(s.cfg.ConnWindow),
-		pingAck:     make(chan struct{}, 1),
+		s:        s,
+		streams:  map[uint32]*ServerStream{},
+		answered: map[uint32]*answeredStream{},
 	}
+	var writeTimeout time.Duration
 	if s.cfg.KeepaliveTime > 0 {
-		sc.writeTimeout = s.cfg.KeepaliveTime + s.cfg.KeepaliveTimeout
+		writeTimeout = s.cfg.KeepaliveTime + s.cfg.KeepaliveTimeout
 	}
+	// After a write error the connection is closed; its reader then ends it.
+	sc.initConn(nc, s.cfg.ConnWindow, maxSendBatch, writeTimeout, func(error) { nc.Close() })
 	sc.ctx, sc.cancel = context.WithCancel(s.ctx)
-	sc.cond.L = &sc.mu
-	sc.fr = http2.NewFramer(sc.bw, sc.br)
-	sc.fr.SetReuseFrames()
-	sc.fr.SetMaxReadFrameSize(maxFrameDefault)
-	sc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	sc.fr.MaxHeaderListSize = maxHeaderList
-	sc.henc = hpack.NewEncoder(&sc.hbuf)
-	sc.peerMaxFrame.Store(maxFrameDefault)
 	return sc
 }
 
@@ -121,52 +78,32 @@ func (sc *serverConn) serve() {
 	}
 	sc.nc.SetReadDeadline(time.Time{})
 	sc.lockWrite()
-	sc.noteWrite(sc.fr.WriteSettings(
+	sc.writeSettingsLocked(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: uint32(sc.s.cfg.MaxConcurrentStreams)},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(sc.s.cfg.StreamWindow)},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderList},
-	))
-	if grow := sc.s.cfg.ConnWindow - initialWindow; grow > 0 {
-		sc.noteWrite(sc.fr.WriteWindowUpdate(0, uint32(grow)))
-	}
+	)
 	if sc.unlockWrite() != nil {
 		return
 	}
 	if sc.s.cfg.KeepaliveTime > 0 {
-		sc.keepalive.Add(1)
+		sc.pinging.Add(1)
 		go sc.ping()
 	}
 	for first := true; ; first = false {
-		fh, err := sc.fr.ReadFrameHeader()
-		var f http2.Frame
-		switch {
-		case err != nil:
-		case first && fh.Type != http2.FrameSettings:
-			sc.goAway(http2.ErrCodeProtocol) // RFC 9113 section 3.4: SETTINGS comes first
-			return
-		case fh.Type == http2.FrameWindowUpdate:
-			err = sc.readWindowUpdate(fh)
-		case fh.Type == http2.FrameData:
-			err = sc.readData(fh)
-		default:
-			f, err = sc.fr.ReadFrameForHeader(fh)
-		}
+		f, err := sc.readFrame(first, sc)
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				sc.streamFailed(se.StreamID, se.Code)
 				continue
 			}
-			var ce http2.ConnectionError
-			switch {
-			case errors.As(err, &ce):
-				sc.goAway(http2.ErrCode(ce))
-			case errors.Is(err, http2.ErrFrameTooLarge):
-				sc.goAway(http2.ErrCodeFrameSize) // over our SETTINGS_MAX_FRAME_SIZE (section 4.2)
+			var pe connProtocolError
+			if errors.As(err, &pe) {
+				sc.goAway(pe.code)
 			}
 			return
 		}
-		sc.activity.Store(true)
 		if f == nil {
 			continue
 		}
@@ -193,16 +130,12 @@ func (sc *serverConn) shutdown() {
 		s.rb.fail(errConnClosed)
 	}
 	sc.handlers.Wait()
-	sc.keepalive.Wait()
+	sc.pinging.Wait()
 }
 
 // goAway tells the peer the connection ends for a protocol error; the caller then closes it.
-// The write has a deadline: a peer that does not read must not hold the reader.
 func (sc *serverConn) goAway(code http2.ErrCode) {
-	sc.lockWrite()
-	sc.nc.SetWriteDeadline(time.Now().Add(time.Second))
-	sc.noteWrite(sc.fr.WriteGoAway(sc.lastStream, code, nil))
-	sc.unlockWrite()
+	sc.writeGoAway(sc.lastStream, code, nil)
 }
 
 // handle acts on one frame; a connection error returns its code and false.
@@ -210,22 +143,17 @@ func (sc *serverConn) handle(f http2.Frame) (http2.ErrCode, bool) {
 	switch f := f.(type) {
 	case *http2.MetaHeadersFrame:
 		return sc.onHeaders(f)
-	case *http2.WindowUpdateFrame: // read by readWindowUpdate; kept for completeness
-		return sc.onWindowUpdate(f.StreamID, f.Increment)
+	case *http2.WindowUpdateFrame: // read by readWindowUpdate
 	case *http2.SettingsFrame:
-		if f.IsAck() {
-			return 0, true
-		}
-		return sc.onSettings(f)
-	case *http2.PingFrame:
-		if f.IsAck() {
-			select {
-			case sc.pingAck <- struct{}{}:
-			default:
+		if err := sc.onSettings(f, sc); err != nil {
+			var pe connProtocolError
+			if errors.As(err, &pe) {
+				return pe.code, false
 			}
-			return 0, true
+			return http2.ErrCodeInternal, false
 		}
-		if !sc.onPing(f.Data) {
+	case *http2.PingFrame:
+		if sc.onPing(f) && !sc.pingPolicy() {
 			return 0, false // GOAWAY ENHANCE_YOUR_CALM already sent
 		}
 	case *http2.RSTStreamFrame:
@@ -279,7 +207,8 @@ func (sc *serverConn) streamFailed(id uint32, code http2.ErrCode) {
 	if id > sc.lastStream && id%2 == 1 {
 		sc.lastStream = id
 	}
-	sc.writeReset(id, code)
+	delete(sc.answered, id)
+	sc.writeRST(id, code)
 	sc.endStream(id)
 }
 
@@ -299,64 +228,38 @@ func (sc *serverConn) endStream(id uint32) {
 	}
 }
 
-func (sc *serverConn) onSettings(f *http2.SettingsFrame) (http2.ErrCode, bool) {
-	var code http2.ErrCode
-	ok := true
-	tableSize, hasTable := uint32(0), false
-	_ = f.ForeachSetting(func(st http2.Setting) error {
-		if err := st.Valid(); err != nil {
-			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				code, ok = http2.ErrCode(ce), false
-			} else {
-				code, ok = http2.ErrCodeProtocol, false
-			}
-			return err
+// shiftSendWindowsLocked, sendWindowLocked and settingLocked are the server's connSide. The
+// streams answered before any handler count too: the peer may still grant them window.
+func (sc *serverConn) shiftSendWindowsLocked(delta int64) (over uint32) {
+	for id, s := range sc.streams {
+		if shiftWindowLocked(&s.sendWin, delta) {
+			over = id
 		}
-		switch st.ID {
-		case http2.SettingInitialWindowSize:
-			// Section 6.9.2: the change applies to every open stream's send window, which
-			// may become negative; one taken past 2^31-1 is a connection FLOW_CONTROL_ERROR.
-			sc.mu.Lock()
-			delta := int64(st.Val) - sc.peerInitWin
-			sc.peerInitWin = int64(st.Val)
-			for _, s := range sc.streams {
-				s.sendWin += delta
-				if s.sendWin > math.MaxInt32 {
-					code, ok = http2.ErrCodeFlowControl, false
-				}
-			}
-			sc.cond.Broadcast()
-			sc.mu.Unlock()
-			for _, a := range sc.answered {
-				a.sendWin += delta
-				if a.sendWin > math.MaxInt32 {
-					code, ok = http2.ErrCodeFlowControl, false
-				}
-			}
-			if !ok {
-				return http2.ConnectionError(code)
-			}
-		case http2.SettingMaxFrameSize:
-			sc.peerMaxFrame.Store(st.Val)
-		case http2.SettingHeaderTableSize:
-			tableSize, hasTable = st.Val, true
+	}
+	for id, a := range sc.answered {
+		if shiftWindowLocked(&a.sendWin, delta) {
+			over = id
 		}
-		// MAX_CONCURRENT_STREAMS limits the streams we open (none); ENABLE_PUSH, MAX_HEADER_LIST_SIZE
-		// and unknown settings concern nothing we send.
-		return nil
-	})
-	if !ok {
-		return code, false
 	}
-	sc.lockWrite()
-	if hasTable {
-		sc.henc.SetMaxDynamicTableSizeLimit(tableSize)
-	}
-	sc.noteWrite(sc.fr.WriteSettingsAck())
-	sc.unlockWrite()
-	return 0, true
+	return over
 }
+
+func (sc *serverConn) sendWindowLocked(id uint32) (*int64, error) {
+	if s := sc.streams[id]; s != nil {
+		return &s.sendWin, nil
+	}
+	if sc.idle(id) {
+		return nil, connProtocolError{http2.ErrCodeProtocol, "WINDOW_UPDATE on an idle stream"} // section 5.1
+	}
+	if a := sc.answered[id]; a != nil {
+		return &a.sendWin, nil
+	}
+	return nil, nil // a closed stream: the peer may not know yet
+}
+
+// settingLocked: MAX_CONCURRENT_STREAMS limits the streams we open (none); ENABLE_PUSH,
+// MAX_HEADER_LIST_SIZE and unknown settings concern nothing we send.
+func (sc *serverConn) settingLocked(http2.Setting) {}
 
 // endRunningLocked stops counting s against MAX_CONCURRENT_STREAMS (once). It is called before a
 // handler's trailers go out: a client that sees them may open its next stream at once, and must

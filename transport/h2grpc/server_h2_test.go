@@ -142,6 +142,18 @@ func TestServerFirstFrameMustBeSettings(t *testing.T) {
 	}
 }
 
+// TestServerFirstFrameSettingsAck: a SETTINGS ACK is not the client's preface SETTINGS (RFC
+// 9113 section 3.4), as the client already held of the server's first frame (readFrame).
+func TestServerFirstFrameSettingsAck(t *testing.T) {
+	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: echoHandler})
+	c := dialRaw(t, path, false)
+	io.WriteString(c.nc, http2.ClientPreface)
+	c.fr.WriteSettingsAck()
+	if ga := c.waitClosed(); ga == nil || ga.ErrCode != http2.ErrCodeProtocol {
+		t.Fatalf("GOAWAY %+v, want PROTOCOL_ERROR", ga)
+	}
+}
+
 func TestServerPingAck(t *testing.T) {
 	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: echoHandler})
 	c := dialRaw(t, path, true)
@@ -315,6 +327,31 @@ func TestServerStreamFlowControlEnforced(t *testing.T) {
 	data := [8]byte{9}
 	c.fr.WritePing(false, data)
 	c.next("PING ack", func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && p.IsAck() })
+}
+
+// TestServerGrantsPadding: padding is consumed on arrival (RFC 9113 section 6.1: it counts in
+// flow control), so the stream's window for it is granted back without the handler reading:
+// a peer that pads a quarter of the window gets a WINDOW_UPDATE for the stream, as from the
+// client (recvWindow, core_flow.go). Before the connection core the server only granted
+// padding with the handler's next read, and a handler that reads nothing left it owed.
+func TestServerGrantsPadding(t *testing.T) {
+	const window = 64 << 10
+	_, path := startServer(t, ServerConfig{StreamWindow: window, ConnWindow: 1 << 20}, map[string]Handler{testMethod: blockHandler})
+	c := dialRaw(t, path, true)
+	c.open(1, false)
+	pad := make([]byte, 255)
+	sent := 0
+	for sent < window/4 {
+		c.fr.WriteDataPadded(1, false, nil, pad) // 256 bytes of window each, no data
+		sent += 1 + len(pad)
+	}
+	f := c.next("WINDOW_UPDATE for stream 1", func(f http2.Frame) bool {
+		wu, ok := f.(*http2.WindowUpdateFrame)
+		return ok && wu.StreamID == 1
+	}).(*http2.WindowUpdateFrame)
+	if int(f.Increment) != sent {
+		t.Fatalf("WINDOW_UPDATE of %d for %d bytes of padding", f.Increment, sent)
+	}
 }
 
 func TestServerWindowOverflowIsAnError(t *testing.T) {

@@ -34,7 +34,7 @@ func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool)
 		}
 		delete(sc.answered, id)
 		if code != 0 {
-			sc.writeReset(id, code)
+			sc.writeRST(id, code)
 		}
 		return 0, true
 	}
@@ -52,7 +52,7 @@ func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool)
 	open := sc.running + len(sc.answered)
 	sc.mu.Unlock()
 	if sc.goingAway || open >= sc.s.cfg.MaxConcurrentStreams {
-		sc.writeReset(id, http2.ErrCodeRefusedStream)
+		sc.writeRST(id, http2.ErrCodeRefusedStream)
 		return 0, true
 	}
 	if f.Truncated {
@@ -61,7 +61,7 @@ func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool)
 	}
 	method, path := f.PseudoValue("method"), f.PseudoValue("path")
 	if method == "" || path == "" || f.PseudoValue("scheme") == "" {
-		sc.writeReset(id, http2.ErrCodeProtocol) // section 8.3.1: mandatory pseudo-headers
+		sc.writeRST(id, http2.ErrCodeProtocol) // section 8.3.1: mandatory pseudo-headers
 		return 0, true
 	}
 	var ct, timeout, encoding string
@@ -71,7 +71,7 @@ func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool)
 		case "content-length":
 			n, err := strconv.ParseUint(hf.Value, 10, 63)
 			if err != nil || (ended && n != 0) {
-				sc.writeReset(id, http2.ErrCodeProtocol) // section 8.1.1
+				sc.writeRST(id, http2.ErrCodeProtocol) // section 8.1.1
 				return 0, true
 			}
 			contentLen = int64(n)
@@ -83,11 +83,11 @@ func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool)
 			encoding = hf.Value
 		case "te":
 			if hf.Value != "trailers" {
-				sc.writeReset(id, http2.ErrCodeProtocol) // section 8.2.2
+				sc.writeRST(id, http2.ErrCodeProtocol) // section 8.2.2
 				return 0, true
 			}
 		case "connection", "proxy-connection", "keep-alive", "transfer-encoding", "upgrade":
-			sc.writeReset(id, http2.ErrCodeProtocol) // section 8.2.2: connection-specific
+			sc.writeRST(id, http2.ErrCodeProtocol) // section 8.2.2: connection-specific
 			return 0, true
 		}
 	}
@@ -126,7 +126,7 @@ func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool)
 		sc.s.handlerDone()
 		return 0, true
 	}
-	s.sendWin = sc.peerInitWin
+	s.sendWin = sc.peerWin
 	sc.streams[id] = s
 	sc.running++
 	sc.mu.Unlock()

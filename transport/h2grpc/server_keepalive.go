@@ -6,12 +6,10 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// onPing answers a client's PING and applies grpc-go's ping policy (ServerConfig.PingMinTime);
-// false: too many pings, the connection ends with GOAWAY ENHANCE_YOUR_CALM. Reader goroutine.
-func (sc *serverConn) onPing(data [8]byte) bool {
-	sc.lockWrite()
-	sc.noteWrite(sc.fr.WritePing(true, data))
-	sc.unlockWrite()
+// pingPolicy applies grpc-go's ping policy (ServerConfig.PingMinTime) to a client's PING,
+// answered already (onPing); false: too many pings, the connection ends with GOAWAY
+// ENHANCE_YOUR_CALM. Reader goroutine.
+func (sc *serverConn) pingPolicy() bool {
 	now := time.Now()
 	last := sc.lastPingAt
 	sc.lastPingAt = now
@@ -31,10 +29,7 @@ func (sc *serverConn) onPing(data [8]byte) bool {
 		sc.pingStrikes++
 	}
 	if sc.pingStrikes > maxPingStrikes {
-		sc.lockWrite()
-		sc.nc.SetWriteDeadline(time.Now().Add(time.Second))
-		sc.noteWrite(sc.fr.WriteGoAway(sc.lastStream, http2.ErrCodeEnhanceYourCalm, []byte(tooManyPingsDebugMsg)))
-		sc.unlockWrite()
+		sc.writeGoAway(sc.lastStream, http2.ErrCodeEnhanceYourCalm, []byte(tooManyPingsDebugMsg))
 		return false
 	}
 	return true
@@ -42,18 +37,7 @@ func (sc *serverConn) onPing(data [8]byte) bool {
 
 // ping runs the keepalive (keepalive.go) until the connection ends.
 func (sc *serverConn) ping() {
-	defer sc.keepalive.Done()
-	pinger{
-		idle:     sc.s.cfg.KeepaliveTime,
-		timeout:  sc.s.cfg.KeepaliveTimeout,
-		done:     sc.ctx.Done(),
-		activity: &sc.activity,
-		ack:      sc.pingAck,
-		ping: func() error {
-			sc.lockWrite()
-			sc.noteWrite(sc.fr.WritePing(false, [8]byte{'w', 'i', 'n', 'g', 'm', 'a', 'n'}))
-			return sc.unlockWrite()
-		},
-		expire: func() { sc.nc.Close() }, // the reader then ends the connection
-	}.run()
+	defer sc.pinging.Done()
+	sc.keepalive(sc.s.cfg.KeepaliveTime, sc.s.cfg.KeepaliveTimeout, sc.ctx.Done(),
+		func() { sc.nc.Close() }) // the reader then ends the connection
 }

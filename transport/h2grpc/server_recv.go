@@ -13,39 +13,38 @@ import (
 // receive window: what the peer may still send, and what has been read but not yet granted
 // back (granted with one WINDOW_UPDATE once it reaches a quarter of the window, as grpc-go).
 type recvBuffer struct {
-	sc     *serverConn
-	id     uint32
-	window int64 // the stream's full window (StreamWindow)
+	sc *serverConn
+	id uint32
 
-	mu      sync.Mutex
-	cond    sync.Cond // on mu: data, the end, or an error arrived
-	chunks  []*[]byte // pooled buffers of received data, from head on
-	head    int       // first chunk not fully read
-	off     int       // bytes of chunks[head] already read
-	win     int64     // bytes the peer may still send
-	unacked int64     // bytes read and not yet granted back
-	eof     bool      // END_STREAM received
-	err     error     // the stream ended abnormally; Read returns it
+	mu     sync.Mutex
+	cond   sync.Cond // on mu: data, the end, or an error arrived
+	chunks []*[]byte // pooled buffers of received data, from head on
+	head   int       // first chunk not fully read
+	off    int       // bytes of chunks[head] already read
+	win    recvWindow
+	eof    bool  // END_STREAM received
+	err    error // the stream ended abnormally; Read returns it
 }
 
 func (rb *recvBuffer) init(sc *serverConn, id uint32, window int) {
-	rb.sc, rb.id, rb.window, rb.win = sc, id, int64(window), int64(window)
+	rb.sc, rb.id = sc, id
+	rb.win.init(window)
 	rb.cond.L = &rb.mu
 }
 
 // reserve counts a DATA frame against the stream's window (flen: its flow-controlled length,
 // padding included; size: its data). ok is false when the frame exceeds the window (the
 // caller resets the stream with FLOW_CONTROL_ERROR); take is false when the data is to be
-// dropped (nothing to keep, or the stream has ended for its handler).
-func (rb *recvBuffer) reserve(flen int64, size int) (take, ok bool) {
+// dropped (nothing to keep, or the stream has ended for its handler). Padding is consumed on
+// arrival: grant is the window update it makes due, for the caller to send.
+func (rb *recvBuffer) reserve(flen int64, size int) (take, ok bool, grant int64) {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	if flen > rb.win {
-		return false, false
+	if !rb.win.take(flen) {
+		return false, false, 0
 	}
-	rb.win -= flen
-	rb.unacked += flen - int64(size) // padding counts as read at once
-	return size > 0 && rb.err == nil && !rb.eof, true
+	grant = rb.win.consumed(flen-int64(size), rb.eof || rb.err != nil)
+	return size > 0 && rb.err == nil && !rb.eof, true, grant
 }
 
 // add queues a pooled buffer of data (reserved first) for the reader, which puts it back to
@@ -140,15 +139,10 @@ func (rb *recvBuffer) Read(p []byte) (int, error) {
 	if rb.head == len(rb.chunks) {
 		rb.chunks, rb.head = rb.chunks[:0], 0
 	}
-	rb.unacked += int64(n)
-	var grant int64
-	if !rb.eof && rb.unacked >= rb.window/4 {
-		grant, rb.unacked = rb.unacked, 0
-		rb.win += grant
-	}
+	grant := rb.win.consumed(int64(n), rb.eof)
 	rb.mu.Unlock()
 	if grant > 0 {
-		rb.sc.writeWindowUpdate(rb.id, grant)
+		rb.sc.writeWindowUpdate(rb.id, uint32(grant))
 	}
 	return n, nil
 }

@@ -235,7 +235,7 @@ func (s *ServerStream) send(pieces [][]byte, total int) error {
 			s.sentHeaders = true
 			sc.writeResponseHeaders(s.id)
 		}
-		pieces = sc.writeData(s.id, pieces, n)
+		pieces = sc.writeDataLocked(s.id, pieces, n, false)
 		if err := sc.unlockWrite(); err != nil {
 			s.sendErr = s.streamError(err)
 			return s.sendErr
@@ -276,9 +276,9 @@ func (s *ServerStream) finish(err error) {
 		sc.encodeField("content-type", "application/grpc")
 	}
 	sc.encodeStatus(st)
-	sc.writeHeaderBlock(s.id, true)
+	sc.writeHeaderBlockLocked(s.id, true)
 	if !requestEnded {
-		sc.noteWrite(sc.fr.WriteRSTStream(s.id, http2.ErrCodeNo))
+		sc.note(sc.fr.WriteRSTStream(s.id, http2.ErrCodeNo))
 	}
 	sc.unlockWrite()
 }
