@@ -21,12 +21,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/wingman-mesh/wingman/internal/syncbuf"
 )
 
 var agentBin, standinBin string
@@ -89,7 +90,7 @@ func newPod(t *testing.T, proxyConfig string, env ...string) *pod {
 	return p
 }
 
-func (p *pod) cmd(t *testing.T, args ...string) (*exec.Cmd, *outputBuffer, *outputBuffer) {
+func (p *pod) cmd(t *testing.T, args ...string) (*exec.Cmd, *syncbuf.Buffer, *syncbuf.Buffer) {
 	t.Helper()
 	bin := p.bin
 	if bin == "" {
@@ -97,28 +98,9 @@ func (p *pod) cmd(t *testing.T, args ...string) (*exec.Cmd, *outputBuffer, *outp
 	}
 	c := exec.Command(bin, args...)
 	c.Dir, c.Env = p.dir, p.env
-	var out, errb outputBuffer
+	var out, errb syncbuf.Buffer
 	c.Stdout, c.Stderr = &out, &errb
 	return c, &out, &errb
-}
-
-// outputBuffer collects a child's output; a test may read it while exec's copying goroutine
-// still writes (a failure message printed before the child is stopped).
-type outputBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *outputBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *outputBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // run runs the agent to completion and returns its exit code and stderr.

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +19,8 @@ import (
 	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+
+	"github.com/wingman-mesh/wingman/internal/syncbuf"
 )
 
 // echoHandler sends back every message and ends OK at the client's half-close.
@@ -585,7 +586,7 @@ func TestServerMaxConcurrentStreams(t *testing.T) {
 // recovers it); the server keeps serving and Stop still accounts for the handler.
 // The panic goes to the server's Logger with its stack, and nowhere else.
 func TestServerHandlerPanic(t *testing.T) {
-	var logged syncBuffer
+	var logged syncbuf.Buffer
 	_, path := startServer(t, ServerConfig{Logger: slog.New(slog.NewTextHandler(&logged, nil))}, map[string]Handler{
 		testMethod: echoHandler,
 		"/test.Echo/Panic": func(*ServerStream) error {
@@ -617,24 +618,6 @@ func TestServerHandlerPanic(t *testing.T) {
 			t.Errorf("panic log lacks %q:\n%s", want, out)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer a handler goroutine writes while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestCutThroughProxy runs the proxy's shape end to end for correctness: a grpc-go client on

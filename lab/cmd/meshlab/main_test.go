@@ -1,39 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/wingman-mesh/wingman/internal/syncbuf"
 	"github.com/wingman-mesh/wingman/lab/meshlab"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutine and the test's.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestRunErrors(t *testing.T) {
 	bad := t.TempDir()
@@ -50,7 +31,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"-resources", bad}, 1, "c.yaml: document 1 (line 1): Cluster: field conect_timeout: unknown field"},
 		{[]string{"-resources", filepath.Join(bad, "missing")}, 1, "read resources dir"},
 	} {
-		var out syncBuffer
+		var out syncbuf.Buffer
 		if code := run(t.Context(), tc.args, &out); code != tc.code || !strings.Contains(out.String(), tc.want) {
 			t.Errorf("meshlab %q: exit %d, output %q; want exit %d and %q", tc.args, code, out.String(), tc.code, tc.want)
 		}
@@ -63,7 +44,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	var log syncBuffer
+	var log syncbuf.Buffer
 	codec := make(chan int, 1)
 	go func() {
 		codec <- run(ctx, []string{"-listen", "127.0.0.1:0", "-resources", dir, "-out", out, "-token", "t0k"}, &log)
