@@ -62,7 +62,7 @@ type clientConn struct {
 	// by readers (consumed) and taken by the reader goroutine.
 	recvWin   atomic.Int64
 	unacked   atomic.Int64 // consumed, not yet granted
-	readAny   atomic.Bool  // a frame arrived since the keepalive last looked
+	lastRead  atomic.Int64 // Unix nanoseconds of the last frame received (keepalive.go)
 	unflushed atomic.Bool  // the reader left frames in bw for its next turn to flush
 	pingAck   chan struct{}
 	closeOnce sync.Once
@@ -358,7 +358,7 @@ func (cc *clientConn) keepalive() {
 		idle:     cc.cfg.KeepaliveTime,
 		timeout:  timeout,
 		done:     cc.done,
-		activity: &cc.readAny,
+		lastRead: &cc.lastRead,
 		ack:      cc.pingAck,
 		ping: func() error {
 			cc.lockWrite()

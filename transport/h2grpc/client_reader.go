@@ -32,7 +32,7 @@ func (cc *clientConn) readLoop() {
 		}
 		if err == nil && fh.Type == http2.FrameData {
 			// DATA is read here, its payload straight into a pooled buffer.
-			cc.readAny.Store(true)
+			cc.lastRead.Store(time.Now().UnixNano())
 			if err = cc.readData(fh); err != nil {
 				break
 			}
@@ -56,7 +56,7 @@ func (cc *clientConn) readLoop() {
 			}
 			break
 		}
-		cc.readAny.Store(true)
+		cc.lastRead.Store(time.Now().UnixNano())
 		if err = cc.handle(f); err != nil {
 			break
 		}

@@ -71,7 +71,7 @@ type serverConn struct {
 
 	handlers  sync.WaitGroup // handler goroutines
 	keepalive sync.WaitGroup // the pinging goroutine
-	activity  atomic.Bool    // a frame arrived since the keepalive goroutine last looked
+	lastRead  atomic.Int64   // Unix nanoseconds of the last frame received (keepalive.go)
 	// sentStreamFrame: HEADERS or DATA went out since the client's last PING (which clears
 	// its strikes, as grpc-go's resetPingStrikes).
 	sentStreamFrame atomic.Bool
@@ -166,7 +166,7 @@ func (sc *serverConn) serve() {
 			}
 			return
 		}
-		sc.activity.Store(true)
+		sc.lastRead.Store(time.Now().UnixNano())
 		if f == nil {
 			continue
 		}

@@ -47,7 +47,7 @@ func (sc *serverConn) ping() {
 		idle:     sc.s.cfg.KeepaliveTime,
 		timeout:  sc.s.cfg.KeepaliveTimeout,
 		done:     sc.ctx.Done(),
-		activity: &sc.activity,
+		lastRead: &sc.lastRead,
 		ack:      sc.pingAck,
 		ping: func() error {
 			sc.lockWrite()
