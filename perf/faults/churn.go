@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -39,12 +40,12 @@ func Churn(ctx context.Context, sock string, conns, rate int, d time.Duration) (
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	errc := make(chan error, conns)
-	perTick := max(rate/100/conns, 1) // a tick every 10ms per connection
+	perConn := float64(rate) / float64(conns)
 	for range conns {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				nconns.Add(1)
-				err := churnConn(ctx, sock, perTick, &streams, &goaways, &refused)
+				err := churnConn(ctx, sock, t0, perConn, &streams, &goaways, &refused)
 				if err != nil && ctx.Err() == nil && !errors.Is(err, errGoAway) {
 					errc <- err
 					return
@@ -64,7 +65,9 @@ func Churn(ctx context.Context, sock string, conns, rate int, d time.Duration) (
 
 var errGoAway = errors.New("GOAWAY from the agent")
 
-func churnConn(ctx context.Context, sock string, perTick int, streams, goaways, refused *atomic.Int64) error {
+// churnConn churns on one connection, keeping its count at perSec since t0 (catching up after
+// a slow tick), until ctx ends or the agent closes the connection.
+func churnConn(ctx context.Context, sock string, t0 time.Time, perSec float64, streams, goaways, refused *atomic.Int64) error {
 	c, err := (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	if err != nil {
 		return fmt.Errorf("churn: dial %s: %w", sock, err)
@@ -72,13 +75,14 @@ func churnConn(ctx context.Context, sock string, perTick int, streams, goaways, 
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	var wmu sync.Mutex // guards wf
-	wf := http2.NewFramer(c, nil)
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-		return fmt.Errorf("churn: preface: %w", err)
-	}
+	var wmu sync.Mutex // guards bw and wf
+	bw := bufio.NewWriterSize(c, 64<<10)
+	wf := http2.NewFramer(bw, nil)
 	wmu.Lock()
-	err = wf.WriteSettings()
+	_, _ = bw.WriteString(http2.ClientPreface)
+	if err = wf.WriteSettings(); err == nil {
+		err = bw.Flush()
+	}
 	wmu.Unlock()
 	if err != nil {
 		return fmt.Errorf("churn: settings: %w", err)
@@ -97,12 +101,14 @@ func churnConn(ctx context.Context, sock string, perTick int, streams, goaways, 
 				if !f.IsAck() {
 					wmu.Lock()
 					_ = wf.WriteSettingsAck()
+					_ = bw.Flush()
 					wmu.Unlock()
 				}
 			case *http2.PingFrame:
 				if !f.IsAck() {
 					wmu.Lock()
 					_ = wf.WritePing(true, f.Data)
+					_ = bw.Flush()
 					wmu.Unlock()
 				}
 			case *http2.GoAwayFrame:
@@ -125,6 +131,8 @@ func churnConn(ctx context.Context, sock string, perTick int, streams, goaways, 
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	id := uint32(1)
+	var sent int64
+	start := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -135,16 +143,21 @@ func churnConn(ctx context.Context, sock string, perTick int, streams, goaways, 
 			return err
 		case <-t.C:
 		}
+		due := int64(time.Since(start).Seconds()*perSec) - sent
 		wmu.Lock()
-		for range perTick {
+		for range due {
 			if err = wf.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}); err == nil {
 				err = wf.WriteRSTStream(id, http2.ErrCodeCancel)
 			}
 			if err != nil {
 				break
 			}
+			sent++
 			streams.Add(1)
 			id += 2
+		}
+		if err == nil {
+			err = bw.Flush()
 		}
 		wmu.Unlock()
 		if err != nil {

@@ -249,11 +249,21 @@ func (r *Rig) Pid() int { return r.agent.Process.Pid }
 
 // StubPid is the stand-in's process id (the agent's child).
 func (r *Rig) StubPid() (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", r.Pid(), r.Pid()))
+	// Children are listed per thread: the agent forks from whichever thread runs exec.
+	paths, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", r.Pid()))
 	if err != nil {
 		return 0, err
 	}
-	f := strings.Fields(string(b))
+	var f []string
+	var b []byte
+	for _, p := range paths {
+		c, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread has exited
+		}
+		b = append(b, c...)
+		f = append(f, strings.Fields(string(c))...)
+	}
 	if len(f) != 1 {
 		return 0, fmt.Errorf("the agent has %d children (%q), want the stand-in alone", len(f), b)
 	}
@@ -281,11 +291,13 @@ type Reading struct {
 	FDs           int
 	Goroutines    int   // from /debug/pprof/goroutine on the status port
 	HeapInuse     int64 // bytes, from the runtime.MemStats of /debug/pprof/heap?debug=1
+	HeapAlloc     int64 // bytes; right after a GC (Read with gc) the live heap
 }
 
 // Read samples the agent: RssAnon and PSS from /proc (smaps_rollup), open fds, and goroutines
-// and heap from the agent's pprof on its status port.
-func (r *Rig) Read(ctx context.Context) (Reading, error) {
+// and heap from the agent's pprof on its status port; gc has pprof run a GC first, so that
+// HeapAlloc is the live heap.
+func (r *Rig) Read(ctx context.Context, gc bool) (Reading, error) {
 	var rd Reading
 	u, err := perf.ReadUsage(r.Pid())
 	if err != nil {
@@ -305,7 +317,11 @@ func (r *Rig) Read(ctx context.Context) (Reading, error) {
 	if _, err := fmt.Sscanf(first, "goroutine profile: total %d", &rd.Goroutines); err != nil {
 		return rd, fmt.Errorf("goroutine profile: %q: %w", first, err)
 	}
-	if body, err = r.get(ctx, "/debug/pprof/heap?debug=1"); err != nil {
+	heap := "/debug/pprof/heap?debug=1"
+	if gc {
+		heap += "&gc=1"
+	}
+	if body, err = r.get(ctx, heap); err != nil {
 		return rd, err
 	}
 	sc := bufio.NewScanner(strings.NewReader(body))
@@ -313,6 +329,9 @@ func (r *Rig) Read(ctx context.Context) (Reading, error) {
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "# HeapInuse = "); ok {
 			rd.HeapInuse, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
+			rd.HeapAlloc, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
 	return rd, nil
