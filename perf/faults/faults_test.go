@@ -23,6 +23,8 @@ var (
 	runFaults = flag.Bool("faults", false, "run the fault scenarios (make faults): minutes, root and network namespaces")
 	tableOut  = flag.String("table", "", "also write the closing table of figures to this file (markdown)")
 	only      = flag.String("only", "", "run only these scenarios (comma-separated names)")
+	heapDump  = flag.String("heapdump", "", "save the agent's heap profile (text, after a GC) at the end of each scenario into this directory")
+	churnFor  = flag.Duration("churn", 60*time.Second, "how long stream_churn churns (the issue's contract is 60 s)")
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -124,6 +126,13 @@ func newRig(t *testing.T, w *world, ctx context.Context, env ...string) *Rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
+	if *heapDump != "" {
+		t.Cleanup(func() {
+			if body, err := r.get(context.Background(), "/debug/pprof/heap?debug=1&gc=1"); err == nil {
+				_ = os.WriteFile(fmt.Sprintf("%s/%s.heap.txt", *heapDump, strings.ReplaceAll(t.Name(), "/", "_")), []byte(body), 0o644)
+			}
+		})
+	}
 	return r
 }
 
@@ -546,7 +555,8 @@ func envoyStall(t *testing.T, w *world) {
 // freed pages only beyond about 10 % over the heap goal, which GOGC=100 puts at twice the live
 // heap), not memory the agent holds, and a regression guard at the target would fail on it.
 func streamChurn(t *testing.T, w *world) {
-	const rate, d = 1000, 60 * time.Second
+	const rate = 1000
+	d := *churnFor
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	r := newRig(t, w, ctx)
