@@ -611,11 +611,12 @@ func streamChurn(t *testing.T, w *world) {
 		fails = append(fails, fmt.Sprintf("%d Envoy resets", resets))
 	}
 	w.add(t, row{"stream_churn (1,000 opens+resets/s, 60 s)",
-		fmt.Sprintf("%d streams opened and reset in %v (%.0f/s) over %d connections, %d GOAWAY, %d RST from the agent; goroutines %d → %d at the end → %d after; fds %d → %d → %d; RssAnon %d → %d → %d KiB (growth %+d KiB), PSS %d → %d KiB; live heap %.2f → %.2f MiB, heap in use %.1f → %.1f MiB; read %v after the churn; stand-in resets %d",
+		fmt.Sprintf("%d streams opened and reset in %v (%.0f/s) over %d connections, %d GOAWAY, %d RST from the agent; goroutines %d → %d at the end → %d after; fds %d → %d → %d; RssAnon %d → %d → %d KiB (growth %+d KiB), PSS %d → %d KiB; live heap %.2f → %.2f MiB, heap in use %.1f → %.1f MiB, free heap the runtime keeps resident (HeapIdle − HeapReleased) %.2f → %.2f MiB, all the runtime holds (Sys − HeapReleased) %.2f → %.2f MiB; read %v after the churn; stand-in resets %d",
 			res.Streams, res.Duration.Round(time.Millisecond), float64(res.Streams)/res.Duration.Seconds(), res.Conns, res.GoAways, res.Refused,
 			idle.Goroutines, during.Goroutines, after.Goroutines, idle.FDs, during.FDs, after.FDs,
 			idle.AnonKB, during.AnonKB, after.AnonKB, growth, idle.PssKB, after.PssKB,
-			float64(idle.HeapAlloc)/(1<<20), float64(after.HeapAlloc)/(1<<20), float64(idle.HeapInuse)/(1<<20), float64(after.HeapInuse)/(1<<20), settle.Round(100*time.Millisecond), resets),
+			float64(idle.HeapAlloc)/(1<<20), float64(after.HeapAlloc)/(1<<20), float64(idle.HeapInuse)/(1<<20), float64(after.HeapInuse)/(1<<20),
+			float64(idle.Retained)/(1<<20), float64(after.Retained)/(1<<20), float64(idle.Mapped)/(1<<20), float64(after.Mapped)/(1<<20), settle.Round(100*time.Millisecond), resets),
 		"fds and goroutines back to idle, RssAnon growth ≤ 2 MiB, 0 stand-in resets", v2})
 	if len(fails) > 0 {
 		logResets(t, r)

@@ -292,6 +292,12 @@ type Reading struct {
 	Goroutines    int   // from /debug/pprof/goroutine on the status port
 	HeapInuse     int64 // bytes, from the runtime.MemStats of /debug/pprof/heap?debug=1
 	HeapAlloc     int64 // bytes; right after a GC (Read with gc) the live heap
+	// Retained is HeapIdle − HeapReleased: free heap the runtime keeps mapped and resident
+	// rather than returning it to the kernel (bytes).
+	Retained int64
+	// Mapped is Sys − HeapReleased: everything the Go runtime holds from the kernel (heap,
+	// stacks, its own metadata), less the pages it has returned (bytes).
+	Mapped int64
 }
 
 // Read samples the agent: RssAnon and PSS from /proc (smaps_rollup), open fds, and goroutines
@@ -332,6 +338,19 @@ func (r *Rig) Read(ctx context.Context, gc bool) (Reading, error) {
 		}
 		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
 			rd.HeapAlloc, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapIdle = "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			rd.Retained += n
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapReleased = "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			rd.Retained -= n
+			rd.Mapped -= n
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "# Sys = "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			rd.Mapped += n
 		}
 	}
 	return rd, nil
