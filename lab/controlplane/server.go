@@ -143,6 +143,10 @@ func (s *Server) PartitionCache(partition, typeURL string) *cachev3.LinearCache 
 	return s.caches[cacheKey(partition, typeURL)]
 }
 
+// ServingCertificate is the TLS port's certificate (verified by RootPEM for ServerName), for a
+// stand-in that must pass the agent's verification before it misbehaves.
+func (s *Server) ServingCertificate() tls.Certificate { return s.serving }
+
 // RootPEM is the root that verifies the serving certificate.
 func (s *Server) RootPEM() []byte { return append([]byte(nil), s.rootPEM...) }
 

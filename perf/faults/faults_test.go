@@ -2,8 +2,10 @@ package faults
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"slices"
@@ -145,7 +147,9 @@ func pushes(r *Rig, mark int) (versions []int, resets int) {
 			versions = append(versions, Version(e.Version))
 		case e.Ev == "ads_error":
 			resets++
-			r.resetErrs = append(r.resetErrs, fmt.Sprintf("%s: %s", e.Time().Format("15:04:05.000"), e.Err))
+			if x := fmt.Sprintf("%s: %s", e.Time().Format("15:04:05.000"), e.Err); !slices.Contains(r.resetErrs, x) {
+				r.resetErrs = append(r.resetErrs, x)
+			}
 		}
 	}
 	return versions, resets
@@ -318,7 +322,8 @@ func halfOpen(t *testing.T, w *world) {
 // connection's streams run for a 3 s grace before closing it (as Istiod's max connection age
 // with its grace does), (2) sends GOAWAY in the middle of a 5 MB push and cuts the connection
 // 200 ms later, (3) restarts (every connection closed, 500 ms down, a push made meanwhile),
-// (4) answers every connection for 3 s with random bytes. After each the next push reaches
+// (4) answers every connection with random bytes, (5) the same after a TLS handshake the agent
+// accepts and a valid SETTINGS frame, each for 3 s after the agent's first dial into it. After each the next push reaches
 // Envoy, nothing stale, and Envoy's stream never drops, except in (2): there the cut lands inside
 // a response the agent is forwarding cut-through (mux/cutthrough.go), of which Envoy already
 // holds a part that can be neither completed nor taken back, so the agent ends Envoy's stream
@@ -389,9 +394,9 @@ func goawayRestartGarbage(t *testing.T, w *world) {
 		t.Fatal(err)
 	}
 	m = r.Hub.Mark()
-	garbageConns := serveGarbage(l)
+	first, garbageConns := serveGarbage(l)
 	vg := r.Push(10, 10<<10, "garbage-")
-	time.Sleep(3 * time.Second) // the garbage phase is the fault
+	garbageFor(ctx, first)
 	n := garbageConns()
 	if err := r.ServeCP(0); err != nil {
 		t.Fatal(err)
@@ -399,6 +404,27 @@ func goawayRestartGarbage(t *testing.T, w *world) {
 	phase(fmt.Sprintf("garbage (%d connections answered with random bytes)", n), m, 0, "Istiod was back", time.Now(), vg)
 	if n == 0 {
 		fails = append(fails, "the agent never dialed the garbage server")
+	}
+
+	// Garbage inside TLS for 3 s: the handshake passes the agent's verification (Istiod's
+	// certificate, h2), then a valid SETTINGS frame and random bytes, so the agent's HTTP/2
+	// reader, not its TLS, meets the garbage.
+	r.StopCP()
+	if l, err = r.ListenC(); err != nil {
+		t.Fatal(err)
+	}
+	m = r.Hub.Mark()
+	first, tlsConns := serveGarbage(tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{r.CP.ServingCertificate()},
+		NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12}))
+	vt := r.Push(10, 10<<10, "tls-garbage-")
+	garbageFor(ctx, first)
+	n = tlsConns()
+	if err := r.ServeCP(0); err != nil {
+		t.Fatal(err)
+	}
+	phase(fmt.Sprintf("garbage after TLS and SETTINGS (%d connections)", n), m, 0, "Istiod was back", time.Now(), vt)
+	if n == 0 {
+		fails = append(fails, "the agent never dialed the TLS garbage server")
 	}
 	versions, resets := pushes(r, mark)
 	if s := stale(versions); s > 0 {
@@ -416,12 +442,15 @@ func goawayRestartGarbage(t *testing.T, w *world) {
 	}
 }
 
-// serveGarbage answers every connection on l with 4 KiB of random bytes and closes it, until
-// the returned function is called; that closes l, waits, and returns how many it answered.
-func serveGarbage(l net.Listener) func() int {
+// serveGarbage answers every connection on l with an empty HTTP/2 SETTINGS frame and 4 KiB of
+// pseudo-random bytes and closes it, until the returned function is called; that closes l,
+// waits, and returns how many it answered. (On a plain listener the agent's TLS handshake fails
+// on the first bytes; behind tls.NewListener its HTTP/2 reader gets them.)
+func serveGarbage(l net.Listener) (first <-chan struct{}, stop func() int) {
 	var n int
 	var wg sync.WaitGroup
 	done := make(chan struct{})
+	answered := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
@@ -430,24 +459,44 @@ func serveGarbage(l net.Listener) func() int {
 				return
 			}
 			n++
+			if n == 1 {
+				close(answered)
+			}
 			wg.Go(func() {
 				defer c.Close()
-				b := make([]byte, 4096)
-				for i := range b {
-					b[i] = byte(i*131 + n*17)
-				}
 				_ = c.SetDeadline(time.Now().Add(time.Second))
+				if tc, ok := c.(*tls.Conn); ok && tc.Handshake() != nil {
+					return
+				}
+				b := make([]byte, 9+4096)
+				copy(b, []byte{0, 0, 0, 4, 0, 0, 0, 0, 0}) // SETTINGS, no parameters
+				for i := 9; i < len(b); i++ {
+					b[i] = byte(rand.Uint32())
+				}
 				_, _ = c.Write(b)
 				_, _ = c.Read(b[:1])
 			})
 		}
 	}()
-	return func() int {
+	return answered, func() int {
 		l.Close()
 		<-done
 		wg.Wait()
 		return n
 	}
+}
+
+// garbageFor keeps a garbage phase on until the agent has dialled into it (its reconnect
+// backoff may have grown: up to 30 s) and for 3 s after that.
+func garbageFor(ctx context.Context, first <-chan struct{}) {
+	t := time.NewTimer(30 * time.Second)
+	defer t.Stop()
+	select {
+	case <-first:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	time.Sleep(3 * time.Second) // the garbage phase's length is the fault, not evidence
 }
 
 // envoyStall: Envoy stops reading for 30 s while Istiod pushes 5 MB every second. Istiod must
