@@ -3,7 +3,8 @@
 // run the agent against: a real Istio-compatible CA (testca), the one Istiod stand-in
 // (controlplane), a local control plane fed from a folder (meshlab, cmd/meshlab), the demo, two
 // Envoy stand-ins (envoystub speaks ADS and SDS; envoyproc behaves as Envoy's process does for the
-// supervisor), the reference agent (refagent) and the process perf runs an agent in (agentchild).
+// supervisor), the reference agent (refagent), the process perf runs an agent in (agentchild), and
+// a user-space netem joining two network namespaces (netem, for perf/faults).
 //
 // Only lab/, perf/, bench/ and test files may import these packages; cmd/pilot-agent's
 // link test and this package's wall test fail when anything else does.

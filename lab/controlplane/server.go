@@ -60,6 +60,9 @@ type Config struct {
 	Callbacks serverv3.Callbacks
 	// Logger receives refused streams (nil → discard).
 	Logger *slog.Logger
+	// StreamInterceptor, when set, wraps every stream on both ports, after the token check
+	// (a fault harness times the server's sends through it).
+	StreamInterceptor grpc.StreamServerInterceptor
 }
 
 // Server is the stand-in. Its methods are safe for concurrent use.
@@ -140,6 +143,10 @@ func (s *Server) PartitionCache(partition, typeURL string) *cachev3.LinearCache 
 	return s.caches[cacheKey(partition, typeURL)]
 }
 
+// ServingCertificate is the TLS port's certificate (verified by RootPEM for ServerName), for a
+// stand-in that must pass the agent's verification before it misbehaves.
+func (s *Server) ServingCertificate() tls.Certificate { return s.serving }
+
 // RootPEM is the root that verifies the serving certificate.
 func (s *Server) RootPEM() []byte { return append([]byte(nil), s.rootPEM...) }
 
@@ -151,21 +158,44 @@ func (s *Server) Accepted() int64 { return s.accepted.Load() }
 // listener after it returns, as an Istiod restart.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	srv := s.newServer(ctx, true)
-	return serve(ctx, srv, countingListener{lis, &s.accepted})
+	return serve(ctx, srv, countingListener{lis, &s.accepted}, 0)
+}
+
+// ServeGraceful is Serve, except that when ctx is done the server first sends GOAWAY to every
+// connection (grpc's GracefulStop), waits up to grace for the streams to end, and only then
+// closes what is left: an Istiod that goes away politely in the middle of a push.
+func (s *Server) ServeGraceful(ctx context.Context, lis net.Listener, grace time.Duration) error {
+	srv := s.newServer(context.WithoutCancel(ctx), true)
+	return serve(ctx, srv, countingListener{lis, &s.accepted}, grace)
 }
 
 // ServePlaintext serves xDS alone, without TLS or the token check, on lis until ctx is done, as
 // Istiod's 15010; lis is closed on return.
 func (s *Server) ServePlaintext(ctx context.Context, lis net.Listener) error {
-	return serve(ctx, s.newServer(ctx, false), lis)
+	return serve(ctx, s.newServer(ctx, false), lis, 0)
 }
 
-func serve(ctx context.Context, srv *grpc.Server, lis net.Listener) error {
+// serve runs srv on lis until ctx is done; a grace above zero sends GOAWAY first and stops
+// hard after it.
+func serve(ctx context.Context, srv *grpc.Server, lis net.Listener, grace time.Duration) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	select {
 	case <-ctx.Done():
-		srv.Stop()
+		if grace > 0 {
+			graceful := make(chan struct{})
+			go func() { srv.GracefulStop(); close(graceful) }()
+			t := time.NewTimer(grace)
+			select {
+			case <-graceful:
+			case <-t.C:
+			}
+			t.Stop()
+			srv.Stop()
+			<-graceful
+		} else {
+			srv.Stop()
+		}
 		<-errc
 		return nil
 	case err := <-errc:
@@ -184,11 +214,18 @@ func (s *Server) newServer(ctx context.Context, secure bool) *grpc.Server {
 		// answer that with GOAWAY.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}
+	var icpt []grpc.StreamServerInterceptor
 	if secure {
 		opts = append(opts,
 			grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{s.serving},
-				MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert})),
-			grpc.StreamInterceptor(s.authStream))
+				MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert})))
+		icpt = append(icpt, s.authStream)
+	}
+	if s.cfg.StreamInterceptor != nil {
+		icpt = append(icpt, s.cfg.StreamInterceptor)
+	}
+	if len(icpt) > 0 {
+		opts = append(opts, grpc.ChainStreamInterceptor(icpt...))
 	}
 	srv := grpc.NewServer(opts...)
 	discovery.RegisterAggregatedDiscoveryServiceServer(srv, serverv3.NewServer(ctx, s.cache, s.cfg.Callbacks))

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -270,4 +271,73 @@ func TestConfigRefused(t *testing.T) {
 			t.Errorf("%s: New succeeded", name)
 		}
 	}
+}
+
+// TestServeGracefulAndInterceptor: after ctx ends, ServeGraceful sends GOAWAY but lets an open
+// stream go on (it still gets a push) until the grace is over, then closes it and returns; the
+// StreamInterceptor sees every response sent.
+func TestServeGracefulAndInterceptor(t *testing.T) {
+	var sends atomic.Int32
+	s := newServer(t, Config{StreamInterceptor: func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		return h(srv, countingStream{ss, &sends})
+	}})
+	setClusters(s.Cache(clusterType), "a")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- s.ServeGraceful(ctx, l, 2*time.Second) }()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.RootPEM())
+	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: ServerName})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	sctx, scancel := context.WithTimeout(withMD(t.Context(), "authorization", "Bearer tok"), 20*time.Second)
+	defer scancel()
+	st, err := discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: "n"}, TypeUrl: clusterType}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel() // GOAWAY: the open stream continues for the grace
+	if err := st.Send(&discovery.DiscoveryRequest{TypeUrl: clusterType, VersionInfo: r.VersionInfo, ResponseNonce: r.Nonce}); err != nil {
+		t.Fatal(err)
+	}
+	setClusters(s.Cache(clusterType), "b")
+	if r, err = st.Recv(); err != nil {
+		t.Fatalf("push during the grace: %v", err)
+	}
+	if got := names(t, r); len(got) != 1 || got[0] != "b" {
+		t.Errorf("during the grace got %v, want [b]", got)
+	}
+	if _, err := st.Recv(); err == nil {
+		t.Error("the stream outlived the grace")
+	}
+	if err := <-served; err != nil {
+		t.Errorf("ServeGraceful: %v", err)
+	}
+	if n := sends.Load(); n != 2 {
+		t.Errorf("the interceptor saw %d sends, want 2", n)
+	}
+}
+
+type countingStream struct {
+	grpc.ServerStream
+	n *atomic.Int32
+}
+
+func (s countingStream) SendMsg(m any) error {
+	s.n.Add(1)
+	return s.ServerStream.SendMsg(m)
 }

@@ -14,6 +14,8 @@
 //	PERF_ADMIN_PORT   overrides the bootstrap's admin port
 //	PERF_XDS_ADDR     dial this host:port in plaintext instead of the xds-grpc pipe (direct mode)
 //	PERF_AGENT_PID    the agent whose CPU time the start event reports (default the parent)
+//	PERF_STALL_MS     on SIGUSR1, stop reading ADS responses for this long (default 30000): an
+//	                  Envoy that stops reading (reported as "stall" and "unstall" events)
 package main
 
 import (
@@ -78,6 +80,14 @@ func run(ctx context.Context, args []string) error {
 		}
 		bs.adminPort = n
 	}
+	stall := 30 * time.Second
+	if s := os.Getenv("PERF_STALL_MS"); s != "" {
+		ms, err := strconv.Atoi(s)
+		if err != nil || ms < 0 {
+			return fmt.Errorf("PERF_STALL_MS=%q: not a non-negative integer", s)
+		}
+		stall = time.Duration(ms) * time.Millisecond
+	}
 	st := &state{}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -89,7 +99,11 @@ func run(ctx context.Context, args []string) error {
 	ev.emit(event{Ev: "start", Api: bs.apiType, T0: initialised.UnixNano(), AgentCPU: agentCPU, CPU: ownCPU})
 
 	x := &xdsClient{bs: bs, ev: ev, st: st, nackPrefix: os.Getenv("PERF_NACK_PREFIX"), slow: slow,
-		direct: os.Getenv("PERF_XDS_ADDR")}
+		direct: os.Getenv("PERF_XDS_ADDR"), stall: stall}
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	go x.stalls(ctx, usr1)
 	done := make(chan error, 2)
 	go func() { done <- x.run(ctx) }()
 	nsds := 0

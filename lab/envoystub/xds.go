@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"  // decodes CDS resources
@@ -36,6 +38,22 @@ type xdsClient struct {
 	nackPrefix string
 	slow       time.Duration
 	direct     string
+	stall      time.Duration
+	stallUntil atomic.Int64 // Unix nanoseconds before which ADS responses are not read
+}
+
+// stalls starts a stall of x.stall on every signal until ctx is done.
+func (x *xdsClient) stalls(ctx context.Context, sig <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+			now := time.Now()
+			x.stallUntil.Store(now.Add(x.stall).UnixNano())
+			x.ev.emit(event{Ev: "stall", T: now.UnixNano()})
+		}
+	}
 }
 
 func dialPipe(path string) (*grpc.ClientConn, error) {
@@ -93,6 +111,14 @@ func decode(res []*anypb.Any) error {
 }
 
 func (x *xdsClient) pause(ctx context.Context) {
+	if until := time.Unix(0, x.stallUntil.Load()); time.Now().Before(until) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(until)):
+		}
+		x.ev.emit(event{Ev: "unstall"})
+	}
 	if x.slow <= 0 {
 		return
 	}

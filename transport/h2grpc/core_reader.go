@@ -25,7 +25,7 @@ func (c *conn) readFrame(first bool, side connSide) (http2.Frame, error) {
 	if first && (fh.Type != http2.FrameSettings || fh.Flags.Has(http2.FlagSettingsAck)) {
 		return nil, connProtocolError{http2.ErrCodeProtocol, fmt.Sprintf("first frame is %v, not the peer's SETTINGS", fh.Type)}
 	}
-	c.readAny.Store(true)
+	c.frameReceived()
 	var f http2.Frame
 	switch fh.Type {
 	case http2.FrameData:

@@ -43,6 +43,7 @@ const (
 type conn struct {
 	// immutable after initConn
 	nc           net.Conn
+	start        time.Time     // the connection began; the keepalive's frame times count from it
 	fr           *http2.Framer // its write half under wmu, its read half the reader goroutine's
 	br           *connReader   // the Framer's reader; the reader goroutine reads DATA from it
 	writeTimeout time.Duration // each write's deadline (lockWrite); 0: none
@@ -62,7 +63,7 @@ type conn struct {
 	// atomic
 	unflushed       atomic.Bool   // the reader left frames in bw for its next turn to flush
 	maxFrame        atomic.Uint32 // the peer's SETTINGS_MAX_FRAME_SIZE
-	readAny         atomic.Bool   // a frame arrived since the keepalive last looked
+	lastRead        atomic.Int64  // when the last frame arrived: nanoseconds after start (keepalive.go)
 	sentStreamFrame atomic.Bool   // HEADERS or DATA went out since the peer's last PING
 	recvWin         atomic.Int64  // the connection receive window: what the peer may still send
 	recvUnacked     atomic.Int64  // received bytes consumed and not yet granted back
@@ -81,6 +82,7 @@ type conn struct {
 // initConn sets the core up on nc. writeFailed ends the connection once a write failed.
 func (c *conn) initConn(nc net.Conn, recvWindow int, sendBatch int64, writeTimeout time.Duration, writeFailed func(error)) {
 	c.nc = nc
+	c.start = time.Now()
 	c.br = newConnReader(nc)
 	c.bw = newConnWriter(nc)
 	c.fr = http2.NewFramer(c.bw, c.br)

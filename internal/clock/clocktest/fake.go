@@ -118,3 +118,29 @@ func (c *Fake) WaitTimers(t testing.TB, n int) {
 		t.Fatalf("waiting for %d pending timers, have %d", n, got)
 	}
 }
+
+// WaitDeadline fails t unless, within 20 s, exactly one timer is pending and it is due at at:
+// the code under test has set the timer a test expects, and no other.
+func (c *Fake) WaitDeadline(t testing.TB, at time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var due []time.Time
+	for {
+		c.mu.Lock()
+		due = due[:0]
+		for tm := range c.timers {
+			due = append(due, tm.at)
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		if len(due) == 1 && due[0].Equal(at) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("waiting for one timer due at %v, have %d due at %v", at, len(due), due)
+		}
+	}
+}
