@@ -18,39 +18,50 @@ import (
 type Proc struct {
 	Name string
 	cmd  *exec.Cmd     // immutable after startProc
-	out  *tailBuffer   // last output lines, for error messages
+	out  *TailBuffer   // last output lines, for error messages
 	done chan struct{} // closed when the process has been waited for
 	err  error         // set before done is closed
 }
 
-// tailBuffer keeps the last 8 KiB written. Guarded by mu.
-type tailBuffer struct {
-	mu sync.Mutex
+// TailBuffer keeps the last Max bytes written (8 KiB when Max is 0), for error messages about
+// a child process. Safe for the child's output goroutine and a reader.
+type TailBuffer struct {
+	Max int
+
+	mu sync.Mutex // guards b
 	b  []byte
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+func (t *TailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	limit := t.Max
+	if limit == 0 {
+		limit = 8 << 10
+	}
 	t.b = append(t.b, p...)
-	if len(t.b) > 8<<10 {
-		t.b = append([]byte(nil), t.b[len(t.b)-8<<10:]...)
+	if len(t.b) > limit {
+		t.b = append([]byte(nil), t.b[len(t.b)-limit:]...)
 	}
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string {
+func (t *TailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(bytes.TrimSpace(t.b))
 }
 
-// startProc starts bin in dir with env, in a new process group that is also killed if the
-// harness dies (Pdeathsig).
+// Last returns the last n lines kept, joined by newlines.
+func (t *TailBuffer) Last(n int) string {
+	lines := strings.Split(t.String(), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 func startProc(name, dir string, env []string, bin string, args ...string) (*Proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir, cmd.Env = dir, env
-	p := &Proc{Name: name, cmd: cmd, out: &tailBuffer{}, done: make(chan struct{})}
+	p := &Proc{Name: name, cmd: cmd, out: &TailBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -43,7 +43,7 @@ type Rig struct {
 
 	agent *exec.Cmd
 	done  chan struct{} // closed when the agent has been waited for
-	out   *tail
+	out   *perf.TailBuffer
 	http  *http.Client // dials from A (the status port is loopback-only)
 
 	mu      sync.Mutex // guards the fields below
@@ -69,7 +69,7 @@ func NewRig(ctx context.Context, cfg RigConfig) (_ *Rig, err error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Rig{Dir: dir, done: make(chan struct{}), out: &tail{}}
+	r := &Rig{Dir: dir, done: make(chan struct{}), out: &perf.TailBuffer{Max: 16 << 10}}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -282,7 +282,7 @@ func (r *Rig) Exited() bool {
 
 // wrap adds the agent's last output to err.
 func (r *Rig) wrap(err error) error {
-	return fmt.Errorf("%w\nagent exited: %v; last output:\n%s", err, r.Exited(), r.out.last(12))
+	return fmt.Errorf("%w\nagent exited: %v; last output:\n%s", err, r.Exited(), r.out.Last(12))
 }
 
 // Reading is one sample of the agent's resources.
@@ -406,28 +406,4 @@ func (r *Rig) Close() {
 	os.RemoveAll(r.Dir)
 }
 
-// tail keeps the agent's last 16 KiB of output. Guarded by mu.
-type tail struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > 16<<10 {
-		t.b = append([]byte(nil), t.b[len(t.b)-16<<10:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) last(n int) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(string(t.b)), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// Output is the agent's recent output.
-func (r *Rig) Output() string { return r.out.last(40) }
+func (r *Rig) Output() string { return r.out.Last(40) }
