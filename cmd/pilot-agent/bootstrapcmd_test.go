@@ -145,19 +145,7 @@ func TestBootstrapCredentialKey(t *testing.T) {
 	p := newPod(t, "")
 	credential := func() any {
 		t.Helper()
-		code, out, stderr := p.run(t, "bootstrap")
-		if code != 0 {
-			t.Fatalf("exit %d, stderr %q", code, stderr)
-		}
-		var b struct {
-			Node struct {
-				Metadata map[string]any `json:"metadata"`
-			} `json:"node"`
-		}
-		if err := json.Unmarshal([]byte(out), &b); err != nil {
-			t.Fatal(err)
-		}
-		return b.Node.Metadata["credential"]
+		return bootstrapMetadata(t, p)["credential"]
 	}
 	if v := credential(); v != nil {
 		t.Errorf("no socket: credential = %v", v)
@@ -200,4 +188,22 @@ func TestProxyTypesOneList(t *testing.T) {
 			t.Errorf("bootstrap %s: exit %d, stderr %q", nt, code, stderr)
 		}
 	}
+}
+
+// bootstrapMetadata runs `pilot-agent bootstrap` in p and returns the node metadata it prints.
+func bootstrapMetadata(t *testing.T, p *pod) map[string]any {
+	t.Helper()
+	code, out, stderr := p.run(t, "bootstrap")
+	if code != 0 {
+		t.Fatalf("bootstrap: exit %d, stderr %q", code, stderr)
+	}
+	var b struct {
+		Node struct {
+			Metadata map[string]any `json:"metadata"`
+		} `json:"node"`
+	}
+	if err := json.Unmarshal([]byte(out), &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Node.Metadata
 }

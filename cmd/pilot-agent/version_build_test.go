@@ -104,19 +104,7 @@ func TestDockerfileStampsReportedIstioVersion(t *testing.T) {
 	if first, _, _ := strings.Cut(out, "\n"); code != 0 || first != want {
 		t.Errorf("version --short: exit %d, out %q, stderr %q; want first line %s", code, out, stderr, want)
 	}
-	code, out, stderr = p.run(t, "bootstrap")
-	if code != 0 {
-		t.Fatalf("bootstrap: exit %d, stderr %q", code, stderr)
-	}
-	var b struct {
-		Node struct {
-			Metadata map[string]any `json:"metadata"`
-		} `json:"node"`
-	}
-	if err := json.Unmarshal([]byte(out), &b); err != nil {
-		t.Fatal(err)
-	}
-	if got := b.Node.Metadata["ISTIO_VERSION"]; got != want {
+	if got := bootstrapMetadata(t, p)["ISTIO_VERSION"]; got != want {
 		t.Errorf("bootstrap node metadata ISTIO_VERSION %v, want %s", got, want)
 	}
 }
