@@ -11,11 +11,21 @@ const canonicalNameLabel = "service.istio.io/canonical-name"
 // serviceCluster is Istio's getServiceCluster: an explicit serviceCluster other than the default
 // wins; otherwise the tracingServiceName mode picks app label / canonical name, then the workload
 // name, then istio-proxy, qualified by namespace.
-func serviceCluster(pc *meshapi.ProxyConfig, m *Metadata, ns string) string {
+// From 1.30 the app name falls back to app.kubernetes.io/name, then
+// service.istio.io/canonical-name (labels.GetApp; 1.28.10 and 1.29.6 read "app" only).
+func serviceCluster(pc *meshapi.ProxyConfig, m *Metadata, ns string, rel Release) string {
 	if sc, ok := pc.GetClusterName().(*meshapi.ProxyConfig_ServiceCluster); ok && sc.ServiceCluster != "istio-proxy" && sc.ServiceCluster != "" {
 		return sc.ServiceCluster
 	}
 	name := m.Labels["app"]
+	if _, ok := m.Labels["app"]; !ok && rel.appFallbacks() {
+		for _, k := range []string{"app.kubernetes.io/name", canonicalNameLabel} {
+			if v, ok := m.Labels[k]; ok {
+				name = v
+				break
+			}
+		}
+	}
 	switch pc.GetTracingServiceName() {
 	case meshapi.ProxyConfig_CANONICAL_NAME_ONLY:
 		if c := m.Labels[canonicalNameLabel]; c != "" {
