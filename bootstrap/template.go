@@ -401,6 +401,10 @@ func IsDefaultTemplate(p string) bool {
 // values, is used when Istio's own template path holds no file (an image without Istio's
 // template); a custom template path that holds none is an error naming it.
 func RenderEffective(ctx context.Context, cfg Config, templatePath string) ([]byte, error) {
+	if rel, ok := ReleaseOf(cfg.IstioVersion); !ok && cfg.Logger != nil {
+		cfg.Logger.Warn("the stamped Istio version is not a supported release; following the nearest one",
+			"istioVersion", cfg.IstioVersion, "release", rel.String(), "supported", OldestRelease.String()+" .. "+NewestRelease.String())
+	}
 	if templatePath == "" {
 		return Render(ctx, cfg)
 	}
