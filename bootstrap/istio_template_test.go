@@ -155,3 +155,25 @@ func jsonDiff(path string, a, b any) []string {
 	jb, _ := json.Marshal(b)
 	return []string{path + ": built-in " + string(ja) + " template " + string(jb)}
 }
+
+// FuzzDropTrailingCommas: strict JSON passes unchanged (it has no trailing comma outside a
+// string), the pass never grows its input, and what it makes valid stays as it is. Only the one
+// comma before a closer goes: ",, }" is left invalid, as Envoy's parser finds it too.
+// TestTemplateOutputSyntax holds what it removes.
+func FuzzDropTrailingCommas(f *testing.F) {
+	f.Add([]byte(`{"a": [1, 2, ], "s": ", }", "o": {"k": true, }, }`))
+	f.Add([]byte(`{"a": "\", ]", "b": [ ]}`))
+	f.Add([]byte(`[,]`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out := dropTrailingCommas(in)
+		if json.Valid(in) && !bytes.Equal(out, in) {
+			t.Fatalf("valid JSON changed:\n%q\n%q", in, out)
+		}
+		if len(out) > len(in) {
+			t.Fatalf("grew: %q -> %q", in, out)
+		}
+		if again := dropTrailingCommas(out); json.Valid(out) && !bytes.Equal(again, out) {
+			t.Fatalf("not idempotent: %q -> %q -> %q", in, out, again)
+		}
+	})
+}
