@@ -21,7 +21,7 @@ import (
 
 // istioTemplate writes the image template tools/packaging/common/envoy_bootstrap.json of tag to
 // a temporary file and returns its path, or skips the test.
-func istioTemplate(t *testing.T, tag string) string {
+func istioTemplate(t testing.TB, tag string) string {
 	t.Helper()
 	dir := os.Getenv("ISTIO_GIT_DIR")
 	if dir == "" {
@@ -176,4 +176,17 @@ func FuzzDropTrailingCommas(f *testing.F) {
 			t.Fatalf("not idempotent: %q -> %q -> %q", in, out, again)
 		}
 	})
+}
+
+// BenchmarkIstioTemplate renders master's own template (the image's template at start).
+func BenchmarkIstioTemplate(b *testing.B) {
+	path := istioTemplate(b, NewestRelease.Tag())
+	cfg := baseConfig(b)
+	cfg.IstioVersion = releaseVersion(NewestRelease)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := RenderTemplate(b.Context(), cfg, path); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -120,14 +121,18 @@ func (r Release) Params() []string {
 	return out
 }
 
-// defines says whether r's option/instances.go defines the parameter name.
+// defines says whether r's option/instances.go defines the parameter name (no allocation: it
+// runs for every parameter a template reads).
 func (r Release) defines(name string) bool {
-	for _, n := range r.Params() {
-		if n == name {
-			return true
-		}
+	switch {
+	case slices.Contains(paramsCommon, name):
+		return true
+	case r < Release129:
+		return slices.Contains(params128, name)
+	case slices.Contains(params129, name):
+		return true
 	}
-	return false
+	return r >= Release131 && slices.Contains(params131, name)
 }
 
 // The per-release rules of the agent's code (each read at the release's tag).

@@ -422,11 +422,12 @@ func RenderEffective(ctx context.Context, cfg Config, templatePath string) ([]by
 // allow_legacy_syntax, accepts trailing commas (json/internal/lexer.h VisitObject, VisitArray).
 // Dropping it gives the same message as strict JSON, which the checks and override merge read.
 func dropTrailingCommas(in []byte) []byte {
-	out := in[:0:0]
+	var out []byte // nil until the first comma to drop: most output has none
 	inString, escaped := false, false
 	for i := 0; i < len(in); i++ {
 		c := in[i]
-		if inString {
+		switch {
+		case inString:
 			switch {
 			case escaped:
 				escaped = false
@@ -435,21 +436,26 @@ func dropTrailingCommas(in []byte) []byte {
 			case c == '"':
 				inString = false
 			}
-			out = append(out, c)
-			continue
-		}
-		if c == '"' {
+		case c == '"':
 			inString = true
-		} else if c == ',' {
+		case c == ',':
 			j := i + 1
 			for j < len(in) && (in[j] == ' ' || in[j] == '\t' || in[j] == '\n' || in[j] == '\r') {
 				j++
 			}
 			if j < len(in) && (in[j] == '}' || in[j] == ']') {
+				if out == nil {
+					out = append(make([]byte, 0, len(in)), in[:i]...)
+				}
 				continue
 			}
 		}
-		out = append(out, c)
+		if out != nil {
+			out = append(out, c)
+		}
+	}
+	if out == nil {
+		return in
 	}
 	return out
 }
