@@ -306,3 +306,36 @@ func TestIstio128TemplateBranches(t *testing.T) {
 		t.Errorf("1.28 connection limit %v", v)
 	}
 }
+
+// TestServiceClusterAsIstio: node.cluster as getServiceCluster and serviceClusterOrDefault
+// compute it (pkg/bootstrap/config.go, every supported tag; labels.CanonicalService's order
+// service.istio.io/canonical-name, app.kubernetes.io/name, app, then the workload name).
+func TestServiceClusterAsIstio(t *testing.T) {
+	tracing := func(m meshapi.ProxyConfig_TracingServiceName) *meshapi.ProxyConfig {
+		return &meshapi.ProxyConfig{ClusterName: &meshapi.ProxyConfig_TracingServiceName_{TracingServiceName: m}}
+	}
+	for _, tc := range []struct {
+		name   string
+		pc     *meshapi.ProxyConfig
+		labels map[string]string
+		wl     string
+		want   string
+	}{
+		{"explicit", &meshapi.ProxyConfig{ClusterName: &meshapi.ProxyConfig_ServiceCluster{ServiceCluster: "gw"}}, map[string]string{"app": "a"}, "w", "gw"},
+		{"default from app", &meshapi.ProxyConfig{ClusterName: &meshapi.ProxyConfig_ServiceCluster{ServiceCluster: "istio-proxy"}}, map[string]string{"app": "a"}, "w", "a.ns"},
+		{"app present but empty", nil, map[string]string{"app": ""}, "w", ".ns"},
+		{"workload name", nil, nil, "w", "w.ns"},
+		{"nothing", nil, nil, "", "istio-proxy.ns"},
+		{"canonical only, canonical label", tracing(meshapi.ProxyConfig_CANONICAL_NAME_ONLY), map[string]string{"app": "a", canonicalNameLabel: "c"}, "w", "c"},
+		{"canonical only, app label", tracing(meshapi.ProxyConfig_CANONICAL_NAME_ONLY), map[string]string{"app": "a"}, "w", "a"},
+		{"canonical only, nothing", tracing(meshapi.ProxyConfig_CANONICAL_NAME_ONLY), nil, "w", "w"},
+		{"canonical only, no workload", tracing(meshapi.ProxyConfig_CANONICAL_NAME_ONLY), nil, "", "istio-proxy.ns"},
+		{"canonical and namespace", tracing(meshapi.ProxyConfig_CANONICAL_NAME_AND_NAMESPACE), map[string]string{"app.kubernetes.io/name": "k"}, "w", "k.ns"},
+		{"app label and namespace", tracing(meshapi.ProxyConfig_APP_LABEL_AND_NAMESPACE), map[string]string{"app": "a", canonicalNameLabel: "c"}, "w", "a.ns"},
+	} {
+		m := &Metadata{Labels: tc.labels, WorkloadName: tc.wl}
+		if got := serviceCluster(tc.pc, m, "ns", NewestRelease); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
