@@ -319,14 +319,23 @@ func (st *state) tracingParams(p map[string]any) error {
 		p["stackdriverMaxAttributes"] = orDefault(sd.Stackdriver.GetMaxNumberOfAttributes(), sd.Stackdriver.GetMaxNumberOfAttributes() == nil)
 		p["stackdriverMaxEvents"] = orDefault(sd.Stackdriver.GetMaxNumberOfMessageEvents(), sd.Stackdriver.GetMaxNumberOfMessageEvents() == nil)
 	}
-	if t.GetTlsSettings() != nil {
+	if tls := t.GetTlsSettings(); tls != nil {
+		ts := (*TypedExtension)(nil)
+		if cl != nil {
+			ts = cl.TransportSocket
+		} else {
+			// A tracer without a cluster (Stackdriver, none): Istio converts the settings all
+			// the same (TracingTLS, isH2 false), and its template does not use them; settings
+			// Wingman refuses for a cluster (see PARITY.md 7) then leave the parameter "".
+			ts, _ = st.tlsTransportSocket(tls, "tracer", "tracing.tlsSettings", false)
+		}
 		p["tracing_tls"] = ""
-		if cl != nil && cl.TransportSocket != nil {
-			ts, err := toJSON(cl.TransportSocket)
+		if ts != nil {
+			s, err := toJSON(ts)
 			if err != nil {
 				return err
 			}
-			p["tracing_tls"] = ts
+			p["tracing_tls"] = s
 		}
 	}
 	return nil
