@@ -4,6 +4,9 @@
 #
 # ISTIO_VERSION must be the Istio version of the mesh: the image keeps that version's Envoy, and
 # the agent reports it as ISTIO_VERSION node metadata, which istiod uses to pick what to send.
+# The stamped version also picks which supported Istio release's agent Wingman follows (1.28 ..
+# master; README "Supported Istio releases"): the image's own bootstrap template is rendered with
+# that release's parameters.
 # `pilot-agent istio-iptables` (the istio-init container) is Wingman's too: it programs the
 # capture itself (package capture, with Istio's flags and rules, through the image's iptables or
 # nft), so Istio's agent is not kept in the image.

@@ -274,7 +274,7 @@ type Endpoint struct {
 type Listener struct {
 	Name                  string              `json:"name"`
 	Address               Address             `json:"address"`
-	AdditionalAddresses   []AdditionalAddress `json:"additional_addresses,omitempty"`
+	AdditionalAddresses   []AdditionalAddress `json:"additionalAddresses,omitempty"` // the template's spelling (Envoy reads both)
 	ListenerFilters       []TypedExtension    `json:"listener_filters,omitempty"`
 	FilterChains          []FilterChain       `json:"filter_chains"`
 	IgnoreGlobalConnLimit bool                `json:"ignore_global_conn_limit,omitempty"`

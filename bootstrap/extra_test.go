@@ -80,7 +80,7 @@ func TestValidateCatchesDrift(t *testing.T) {
 			return strings.Replace(s, `"name": "agent"`, `"name": "prometheus_stats"`, 1)
 		}, "static_resources.clusters[1].name"},
 		"undefined local cluster": {func(s string) string {
-			return strings.Replace(s, `"enable_deferred_cluster_creation": true`, `"enable_deferred_cluster_creation": true, "local_cluster_name": "local_cluster"`, 1)
+			return strings.Replace(s, `"overload_manager"`, `"cluster_manager": {"local_cluster_name": "local_cluster"}, "overload_manager"`, 1)
 		}, "cluster_manager.local_cluster_name"},
 		"listener route to a missing cluster": {func(s string) string {
 			return strings.Replace(s, `"cluster": "prometheus_stats"`, `"cluster": "prometheus"`, 1)
@@ -147,7 +147,7 @@ func TestNodeReadBackAsIstiod(t *testing.T) {
 		"LABELS file over METAJSON": m.Labels["app"] == "reviews" && m.Labels["team"] == "payments",
 		"pod-template-hash dropped": m.Labels["pod-template-hash"] == "",
 		"PILOT_SAN":                 len(m.PilotSubjectAltName) == 1 && m.PilotSubjectAltName[0] == "istiod.istio-system.svc",
-		"ISTIO_VERSION":             m.IstioVersion == "1.28.0",
+		"ISTIO_VERSION":             m.IstioVersion == "1.32.0",
 		"PLATFORM_METADATA":         m.PlatformMetadata["gcp_project"] == "p1",
 		"raw METAJSON key":          m.Raw["custom_key"] == "v",
 		"raw proxyMetadata key":     m.Raw["FROM_PROXY_METADATA"] == "pm",

@@ -532,7 +532,7 @@ func (x *Listener) appendJSON(w *jsonWriter) {
 	w.field("address")
 	x.Address.appendJSON(w)
 	if len(x.AdditionalAddresses) > 0 {
-		w.field("additional_addresses")
+		w.field("additionalAddresses")
 		appendSlice(w, x.AdditionalAddresses)
 	}
 	if len(x.ListenerFilters) > 0 {

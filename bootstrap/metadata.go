@@ -20,6 +20,8 @@ const (
 	// localityLabel is the label Istio's GetNodeMetaData reads the locality from
 	// (model.LocalityLabel): dots stand for slashes, as label values cannot hold a slash.
 	localityLabel = "istio-locality"
+	// topologyLocalityLabel ranks first from 1.29 (GetLocalityLabel).
+	topologyLocalityLabel = "topology.istio.io/locality"
 )
 
 // NodeMetadata builds the node metadata as Istio's GetNodeMetaData does, steps 1-7 of the spec:
@@ -69,7 +71,8 @@ func NodeMetadata(cfg Config, ips []string) (*Metadata, error) {
 			from["LABELS"] = name
 		}
 	}
-	if v, ok := lookupEnv(cfg.Env, "DNS_PROXY_ADDR"); ok && v != "" {
+	// GetNodeMetaData reads DNS_PROXY_ADDR from 1.31.0-rc.0 on (config.go).
+	if v, ok := lookupEnv(cfg.Env, "DNS_PROXY_ADDR"); ok && v != "" && releaseOf(cfg).secureMetricsAndSelfDiscovery() {
 		raw["DNS_PROXY_ADDR"] = v
 		from["DNS_PROXY_ADDR"] = "DNS_PROXY_ADDR"
 	}
@@ -116,32 +119,11 @@ func setAgentFacts(m *Metadata, cfg Config, ips []string) error {
 	m.Namespace = cfg.PodNamespace
 	m.ServiceAccount = cfg.ServiceAccount
 
-	labels := map[string]string{}
-	maps.Copy(labels, m.Labels)
-	if cfg.LabelsFile != "" {
-		fileLabels, err := proxyconfig.ReadPodInfoFile(cfg.LabelsFile)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("labels: %w", err)
-		}
-		maps.Copy(labels, fileLabels)
+	labels, static, err := podLabels(cfg, m.Labels)
+	if err != nil {
+		return err
 	}
-	delete(labels, "pod-template-hash")
-	// Istio's GetNodeMetaData rewrites the label in place with model.GetLocalityLabel: dots
-	// become slashes unless the value already holds a slash.
-	if loc := labels[localityLabel]; loc != "" && !strings.Contains(loc, "/") {
-		labels[localityLabel] = strings.ReplaceAll(loc, ".", "/")
-	}
-	// STATIC_LABELS: ISTIO_METAJSON_LABELS when it is a non-empty object of strings, as Istio's
-	// extractAttributesMetadata sets it (a key of the metadata variables otherwise).
-	if v, ok := lookupEnv(cfg.Env, metaJSONPrefix+"LABELS"); ok {
-		var static map[string]string
-		if json.Unmarshal([]byte(v), &static) == nil && len(static) > 0 {
-			m.StaticLabels = static
-		}
-	}
-	if len(labels) > 0 {
-		m.Labels = labels
-	}
+	m.Labels, m.StaticLabels = labels, static
 	if cfg.AnnotationsFile != "" {
 		ann, err := proxyconfig.ReadPodInfoFile(cfg.AnnotationsFile)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -174,6 +156,64 @@ func setAgentFacts(m *Metadata, cfg Config, ips []string) error {
 		m.Raw["file-credential"] = "true"
 	}
 	return nil
+}
+
+// podLabels gives LABELS and STATIC_LABELS as GetNodeMetaData builds them (config.go at every
+// supported tag): ISTIO_METAJSON_LABELS, when a non-empty object of strings, becomes both, one
+// map shared by the two; when the pod's labels file is read, LABELS becomes a new map (that
+// object, then the file's labels). The locality label is then rewritten in LABELS, dots to
+// slashes, so STATIC_LABELS shows the rewrite exactly when no labels file was read (the shared
+// map), and keeps the label as given otherwise. From 1.29 the locality is read from
+// topology.istio.io/locality when that label is present, else istio-locality
+// (pkg/model/proxy.go GetLocalityLabel); 1.28 reads istio-locality only. Either way it is written
+// back as istio-locality.
+func podLabels(cfg Config, decoded map[string]string) (labels, static map[string]string, err error) {
+	if v, ok := lookupEnv(cfg.Env, metaJSONPrefix+"LABELS"); ok {
+		if json.Unmarshal([]byte(v), &static) != nil || len(static) == 0 {
+			static = nil
+		}
+	}
+	labels = decoded
+	if static != nil {
+		labels = static
+	}
+	if cfg.LabelsFile != "" {
+		fileLabels, err := proxyconfig.ReadPodInfoFile(cfg.LabelsFile)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("labels: %w", err)
+		}
+		if err == nil {
+			// Istio starts from STATIC_LABELS; decoded holds the same object (NodeMetadata puts
+			// ISTIO_METAJSON_LABELS under LABELS) and also keeps labels the metadata variables
+			// gave otherwise, so the metadata reads back as written.
+			labels = map[string]string{}
+			maps.Copy(labels, decoded)
+			maps.Copy(labels, fileLabels)
+			delete(labels, "pod-template-hash") // Istio skips it among the file's labels
+		}
+	}
+	loc, found := "", false
+	if releaseOf(cfg).topologyLocality() {
+		loc, found = labels[topologyLocalityLabel]
+	}
+	if !found {
+		loc = labels[localityLabel]
+	}
+	if loc != "" {
+		if !strings.Contains(loc, "/") {
+			loc = strings.ReplaceAll(loc, ".", "/")
+		}
+		labels[localityLabel] = loc
+	}
+	if len(labels) == 0 {
+		labels = nil
+	}
+	return labels, static, nil
+}
+
+func releaseOf(cfg Config) Release {
+	r, _ := ReleaseOf(cfg.IstioVersion)
+	return r
 }
 
 // metadataDiscovery: PEER_METADATA_DISCOVERY when set, else ENABLE_HBONE.

@@ -8,31 +8,69 @@ import (
 
 const canonicalNameLabel = "service.istio.io/canonical-name"
 
-// serviceCluster is Istio's getServiceCluster: an explicit serviceCluster other than the default
-// wins; otherwise the tracingServiceName mode picks app label / canonical name, then the workload
-// name, then istio-proxy, qualified by namespace.
-func serviceCluster(pc *meshapi.ProxyConfig, m *Metadata, ns string) string {
-	if sc, ok := pc.GetClusterName().(*meshapi.ProxyConfig_ServiceCluster); ok && sc.ServiceCluster != "istio-proxy" && sc.ServiceCluster != "" {
-		return sc.ServiceCluster
+// serviceCluster is Istio's getServiceCluster (pkg/bootstrap/config.go, every supported tag): an
+// explicit serviceCluster other than istio-proxy wins; a tracingServiceName of
+// CANONICAL_NAME_ONLY gives the canonical name (labels service.istio.io/canonical-name,
+// app.kubernetes.io/name, app, else the workload name or istio-proxy: labels.CanonicalService),
+// CANONICAL_NAME_AND_NAMESPACE that name and the namespace; everything else falls to
+// serviceClusterOrDefault: the app label and the namespace, else the workload name and the
+// namespace, else istio-proxy.<namespace>. From 1.30 the app name also comes from
+// app.kubernetes.io/name, then service.istio.io/canonical-name (labels.GetApp; 1.28.10 and
+// 1.29.6 read "app" only). A label counts when present, even empty, as Istio's map lookups do.
+func serviceCluster(pc *meshapi.ProxyConfig, m *Metadata, ns string, rel Release) string {
+	orDefault := func(name string) string {
+		if name != "" && name != "istio-proxy" {
+			return name
+		}
+		appLabels := []string{"app"}
+		if rel.appFallbacks() {
+			appLabels = []string{"app", "app.kubernetes.io/name", canonicalNameLabel}
+		}
+		if app, ok := firstLabel(m.Labels, appLabels...); ok {
+			return app + "." + ns
+		}
+		if m.WorkloadName != "" {
+			return m.WorkloadName + "." + ns
+		}
+		if ns != "" {
+			return "istio-proxy." + ns
+		}
+		return "istio-proxy"
 	}
-	name := m.Labels["app"]
-	switch pc.GetTracingServiceName() {
-	case meshapi.ProxyConfig_CANONICAL_NAME_ONLY:
-		if c := m.Labels[canonicalNameLabel]; c != "" {
+	canonical := func() string {
+		if c, ok := firstLabel(m.Labels, canonicalNameLabel, "app.kubernetes.io/name", "app"); ok {
 			return c
 		}
-	case meshapi.ProxyConfig_CANONICAL_NAME_AND_NAMESPACE:
-		if c := m.Labels[canonicalNameLabel]; c != "" {
-			name = c
+		if m.WorkloadName != "" {
+			return m.WorkloadName
+		}
+		return "istio-proxy"
+	}
+	switch cn := pc.GetClusterName().(type) {
+	case *meshapi.ProxyConfig_ServiceCluster:
+		return orDefault(cn.ServiceCluster)
+	case *meshapi.ProxyConfig_TracingServiceName_:
+		switch cn.TracingServiceName {
+		case meshapi.ProxyConfig_CANONICAL_NAME_ONLY:
+			return orDefault(canonical())
+		case meshapi.ProxyConfig_CANONICAL_NAME_AND_NAMESPACE:
+			if ns != "" {
+				return canonical() + "." + ns
+			}
+			return orDefault(canonical())
 		}
 	}
-	if name == "" {
-		name = m.WorkloadName
+	return orDefault("istio-proxy")
+}
+
+// firstLabel is the value of the first of keys present in labels (labels.lookupLabelValue).
+func firstLabel(labels map[string]string, keys ...string) (string, bool) {
+	for _, k := range keys {
+		if v, ok := labels[k]; ok {
+			return v, true
+		}
 	}
-	if name == "" {
-		name = "istio-proxy"
-	}
-	return name + "." + ns
+	return "", false
 }
 
 // locality from the istio-locality label (already normalised to slashes), else the platform's,

@@ -107,8 +107,9 @@ func TestAddressFamilyAsIstio(t *testing.T) {
 		t.Errorf("prometheus_stats endpoint %v, want ::1", a)
 	}
 	l := at(doc, "static_resources", "listeners", 0)
-	if at(l, "address", "socket_address", "address") != "::" || at(l, "additional_addresses", 0, "address", "socket_address", "address") != "0.0.0.0" {
-		t.Errorf("prometheus listener addresses %v %v", at(l, "address"), at(l, "additional_addresses"))
+	// envoy_bootstrap.json (1.28.10 .. master) spells the key additionalAddresses.
+	if at(l, "address", "socket_address", "address") != "::" || at(l, "additionalAddresses", 0, "address", "socket_address", "address") != "0.0.0.0" {
+		t.Errorf("prometheus listener addresses %v %v", at(l, "address"), at(l, "additionalAddresses"))
 	}
 	if ips := at(doc, "node", "metadata", "INSTANCE_IPS"); ips != "fd00::5,10.0.0.5" {
 		t.Errorf("INSTANCE_IPS %v", ips)
@@ -127,10 +128,17 @@ func TestAddressFamilyAsIstio(t *testing.T) {
 // keepaliveConverter; model.ConstructSdsSecretConfig; model.StringToExactMatch; model.ALPNH2Only
 // is ["h2"], model.ALPNInMeshH2 ["istio", "h2"]; isH2 is true for lightstep and both services).
 func TestServiceClustersAsIstio(t *testing.T) {
+	// pkg/model/authentication.go (1.28.10 .. master): the preset "default" and "ROOTCA" configs
+	// carry InitialFetchTimeout 0s; constructSdsSecretConfig builds any other name (file-root:...)
+	// without one (issue 28: Wingman added it to the SIMPLE/MUTUAL clusters).
 	sds := func(name string) string {
+		fetch := ""
+		if name == "default" || name == "ROOTCA" {
+			fetch = `"initial_fetch_timeout": "0s", `
+		}
 		return `{"name": "` + name + `", "sds_config": {"api_config_source": {"api_type": "GRPC", "set_node_on_first_message_only": true,
 			"transport_api_version": "V3", "grpc_services": [{"envoy_grpc": {"cluster_name": "sds-grpc"}}]},
-			"initial_fetch_timeout": "0s", "resource_api_version": "V3"}}`
+			` + fetch + `"resource_api_version": "V3"}}`
 	}
 	cfg := baseConfig(t)
 	cfg.ProxyConfig.EnvoyAccessLogService = &meshapi.RemoteService{
@@ -264,8 +272,11 @@ func TestTemplateShapesAsIstio(t *testing.T) {
 	if got := lc["load_balancing_policy"]; !reflect.DeepEqual(got, jsonOf(t, `{"policies": [{"typed_extension_config": {
 		"name": "envoy.load_balancing_policies.least_request",
 		"typed_config": {"@type": "type.googleapis.com/envoy.extensions.load_balancing_policies.least_request.v3.LeastRequest",
-			"locality_lb_config": {"zone_aware_lb_config": {"min_cluster_size": 1}}}}}]}`)) {
+			"locality_lb_config": {"zone_aware_lb_config": {"min_cluster_size": "1"}}}}}]}`)) { // a string in envoy_bootstrap.json at 1.31.0-rc.0 and master
 		t.Errorf("local_cluster load_balancing_policy %v", got)
+	}
+	if got := at(lc, "eds_cluster_config", "service_name"); got != "local_cluster" { // envoy_bootstrap.json, 1.31.0-rc.0 and master
+		t.Errorf("local_cluster eds service_name %v", got)
 	}
 	if got := at(lc, "eds_cluster_config", "eds_config"); !reflect.DeepEqual(got, jsonOf(t, `{"ads": {}, "resource_api_version": "V3"}`)) {
 		t.Errorf("local_cluster eds_config %v", got)

@@ -166,8 +166,9 @@ func TestParityFeatures(t *testing.T) {
 	}
 	sm := doc("secure_metrics")
 	ls := get(sm, "static_resources", "listeners").([]any)
-	if len(ls) != 4 || get(ls[2], "name") != "0.0.0.0_15091" || get(ls[3], "name") != "0.0.0.0_15092" ||
-		get(ls[3], "filter_chains", 0, "transport_socket", "typed_config", "require_client_certificate") != true {
+	// envoy_bootstrap.json at 1.31.0-rc.0 and master: Prometheus, secure, secure merged, status.
+	if len(ls) != 4 || get(ls[1], "name") != "0.0.0.0_15091" || get(ls[2], "name") != "0.0.0.0_15092" ||
+		get(ls[2], "filter_chains", 0, "transport_socket", "typed_config", "require_client_certificate") != true {
 		t.Errorf("secure listeners: %v", ls)
 	}
 	if names := strings.Join(clusterNames(doc("als_and_metrics_service")), ","); !strings.HasSuffix(names, "envoy_metrics_service,envoy_accesslog_service") {
@@ -189,14 +190,29 @@ func TestParityFeatures(t *testing.T) {
 	}
 }
 
-// TestBadTemplateAndStatsd: a template reading a parameter Istio does not give, and a statsd host
-// that does not resolve, are errors naming them.
+// TestBadTemplateAndStatsd: a template reading a parameter the release does not pass renders, the
+// parameter as text/template renders a missing key ("<no value>"; Istio's instance.go sets no
+// missingkey option), with exactly one warning naming it and its line however often it is read;
+// a statsd host that does not resolve is an error naming it.
 func TestBadTemplateAndStatsd(t *testing.T) {
 	cfg := baseConfig(t)
+	log, warnings := newWarnRecorder()
+	cfg.Logger = log
 	p := filepath.Join(t.TempDir(), "t.json")
-	must(t, os.WriteFile(p, []byte("{\n\"x\": \"{{ .istio_future_param }}\"}"), 0o600))
-	if _, err := RenderTemplate(t.Context(), cfg, p); err == nil || !strings.Contains(err.Error(), "istio_future_param") || !strings.Contains(err.Error(), ":2") {
-		t.Errorf("missing parameter: %v", err)
+	must(t, os.WriteFile(p, []byte("{\n\"x\": \"{{ .istio_future_param }}\", \"y\": \"{{ .istio_future_param }}\", \"id\": \"{{ .nodeID }}\"}"), 0o600))
+	out, err := RenderTemplate(t.Context(), cfg, p)
+	if err != nil {
+		t.Fatalf("unknown parameter stopped the render: %v", err)
+	}
+	if !strings.Contains(string(out), `"x": "<no value>", "y": "<no value>", "id": "sidecar~`) {
+		t.Errorf("render %s", out)
+	}
+	if n := strings.Count(warnings.String(), "level=WARN"); n != 1 || !strings.Contains(warnings.String(), "parameter=istio_future_param") || !strings.Contains(warnings.String(), ":2:") {
+		t.Errorf("want one warning naming the parameter and line 2, got %d: %s", n, warnings)
+	}
+	unknown, err := TemplateUnknownParams(cfg, p)
+	if err != nil || len(unknown) != 1 || unknown[0].Name != "istio_future_param" {
+		t.Errorf("TemplateUnknownParams %+v %v", unknown, err)
 	}
 	cfg.ProxyConfig.StatsdUdpAddress = "statsd.invalid:8125"
 	cfg.ResolveTimeout = 2e9
@@ -239,15 +255,22 @@ func BenchmarkRenderTemplate(b *testing.B) {
 	}
 }
 
-// TestTemplateOutputSyntax: a template whose output is not JSON (Istio's <no value>, a trailing
-// comma) is refused naming the line; YAML templates are checked as YAML.
+// TestTemplateOutputSyntax: a template whose output is not JSON (a missing key's <no value> where
+// a value belongs) is refused naming the line; a trailing comma, which Envoy's parser accepts
+// (protobuf's legacy syntax) and Istio's own template writes, is dropped; YAML templates are
+// checked as YAML.
 func TestTemplateOutputSyntax(t *testing.T) {
 	cfg := baseConfig(t)
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
 	must(t, os.WriteFile(bad, []byte("{\n\"a\": 1,\n\"b\": {{ .zipkin }}\n}"), 0o600))
-	if _, err := RenderTemplate(t.Context(), cfg, bad); err == nil || !strings.Contains(err.Error(), "not JSON") || !strings.Contains(err.Error(), "line 4") {
+	if _, err := RenderTemplate(t.Context(), cfg, bad); err == nil || !strings.Contains(err.Error(), "not JSON") || !strings.Contains(err.Error(), "line 3") {
 		t.Errorf("invalid JSON output: %v", err)
+	}
+	comma := filepath.Join(dir, "comma.json")
+	must(t, os.WriteFile(comma, []byte("{\"a\": [1, 2, ],\n \"s\": \", }\", \"o\": {\"k\": true,\n }, }"), 0o600))
+	if out, err := RenderTemplate(t.Context(), cfg, comma); err != nil || string(out) != "{\"a\": [1, 2 ],\n \"s\": \", }\", \"o\": {\"k\": true\n } }" {
+		t.Errorf("trailing commas: %q %v", out, err)
 	}
 	y := filepath.Join(dir, "ok.yaml")
 	must(t, os.WriteFile(y, []byte("node:\n  id: {{ .nodeID }}\n"), 0o600))
@@ -360,7 +383,7 @@ func TestValidateSecureListenerSDS(t *testing.T) {
 	bad := strings.Replace(string(out), `"name": "sds-grpc"`, `"name": "sds-grpc-old"`, 1)
 	found := false
 	for _, f := range envoyproto.Validate([]byte(bad)) {
-		if strings.HasPrefix(f.Path, "static_resources.listeners[2].filter_chains[0].transport_socket") {
+		if strings.HasPrefix(f.Path, "static_resources.listeners[1].filter_chains[0].transport_socket") {
 			found = true
 		}
 	}

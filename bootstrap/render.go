@@ -56,6 +56,7 @@ type state struct {
 	dnsFamily  string
 	xdsType    string
 	discovery  bool // metadata discovery in effect (needs delta)
+	release    Release
 }
 
 func newState(cfg Config) (*state, error) {
@@ -83,7 +84,12 @@ func newState(cfg Config) (*state, error) {
 			ips = append(ips, s)
 		}
 	}
-	st := &state{cfg: cfg, pc: cfg.ProxyConfig, ips: ips, family: AddressFamily(ips, cfg.DualStack)}
+	rel, _ := ReleaseOf(cfg.IstioVersion)
+	if !rel.secureMetricsAndSelfDiscovery() {
+		// Releases before 1.31 read neither variable (pilot-agent options at 1.30.3).
+		cfg.EnvoySecureMetricsPort, cfg.EnvoySecureMergedMetricsPort = 0, 0
+	}
+	st := &state{cfg: cfg, pc: cfg.ProxyConfig, ips: ips, family: AddressFamily(ips, cfg.DualStack), release: rel}
 	st.nodeID = NodeID(cfg.NodeType, ips[0], cfg.PodName, cfg.PodNamespace, cfg.domain())
 	if st.meta, err = NodeMetadata(cfg, ips); err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
@@ -91,7 +97,7 @@ func newState(cfg Config) (*state, error) {
 	if st.metaJSON, err = st.meta.MarshalJSON(); err != nil {
 		return nil, fmt.Errorf("bootstrap: node metadata: %w", err)
 	}
-	st.cluster = serviceCluster(st.pc, st.meta, cfg.PodNamespace)
+	st.cluster = serviceCluster(st.pc, st.meta, cfg.PodNamespace, rel)
 	st.locality = locality(st.meta.Labels, cfg.PlatformLocality)
 
 	st.localhost, st.wildcard, st.dnsFamily = st.family.Localhost, st.family.Wildcard, st.family.DNSLookupFamily
@@ -218,7 +224,9 @@ func (st *state) staticClusters() []Cluster {
 
 // selfDiscovery is ISTIO_META_ENABLE_SELF_DISCOVERY: the proxy learns its own service's endpoints
 // as local_cluster, the cluster_manager's local cluster for zone-aware load balancing.
-func (st *state) selfDiscovery() bool { return bool(st.meta.EnableSelfDiscovery) }
+func (st *state) selfDiscovery() bool {
+	return st.release.secureMetricsAndSelfDiscovery() && bool(st.meta.EnableSelfDiscovery)
+}
 
 // localClusterName is pilot's xds.LocalClusterName.
 const localClusterName = "local_cluster"
@@ -235,11 +243,11 @@ func (st *state) localCluster() Cluster {
 				"name": "envoy.load_balancing_policies.least_request",
 				"typed_config": map[string]any{
 					"@type":              typeLeastRequest,
-					"locality_lb_config": map[string]any{"zone_aware_lb_config": map[string]any{"min_cluster_size": 1}},
+					"locality_lb_config": map[string]any{"zone_aware_lb_config": map[string]any{"min_cluster_size": "1"}}, // a string in the template
 				},
 			},
 		}}},
-		EdsClusterConfig: &EdsClusterConfig{EdsConfig: ConfigSource{Ads: &struct{}{}, ResourceAPIVersion: "V3"}},
+		EdsClusterConfig: &EdsClusterConfig{EdsConfig: ConfigSource{Ads: &struct{}{}, ResourceAPIVersion: "V3"}, ServiceName: localClusterName},
 	}
 	c.AltStatName = localClusterName + ";"
 	return c
@@ -266,11 +274,16 @@ func hcmRoutes(statPrefix string, routes []Route, filters []TypedExtension) Type
 	}}
 }
 
-func compressor(name, libType string) TypedExtension {
-	return TypedExtension{Name: name, TypedConfig: map[string]any{
-		"@type":                     typeCompressor,
-		"compressor_library":        map[string]any{"name": "text_optimized", "typed_config": map[string]string{"@type": libType}},
-		"response_direction_config": map[string]any{"remove_accept_encoding_header": true},
+// compressor is one of the 15090 listener's compressors as Istio's template writes them from
+// 1.29.0 (envoy_bootstrap.json at 1.29.6 .. master): library stats_<algo>, responses of the
+// Prometheus and protobuf stats content types.
+func compressor(algo, libType string) TypedExtension {
+	return TypedExtension{Name: "envoy.filters.http.compressor." + algo, TypedConfig: map[string]any{
+		"@type":              typeCompressor,
+		"compressor_library": map[string]any{"name": "stats_" + algo, "typed_config": map[string]string{"@type": libType}},
+		"response_direction_config": map[string]any{"common_config": map[string]any{"content_type": []string{
+			"text/plain", "application/vnd.google.protobuf", "application/openmetrics-text", "application/openmetrics-protobuf",
+		}}},
 	}}
 }
 
@@ -280,15 +293,16 @@ func (st *state) listeners() []Listener {
 		promHost = st.localhost
 	}
 	var compressors []TypedExtension
-	if st.statsCompressed() {
-		compressors = []TypedExtension{
-			compressor("envoy.filters.http.compressor.brotli", typeBrotli),
-			compressor("envoy.filters.http.compressor.gzip", typeGzip),
-			compressor("envoy.filters.http.compressor.zstd", typeZstd),
-		}
+	if st.statsCompressed() { // the template's order: brotli, zstd, gzip
+		compressors = []TypedExtension{compressor("brotli", typeBrotli), compressor("zstd", typeZstd), compressor("gzip", typeGzip)}
 	}
 	promPort := uint32(st.cfg.EnvoyPrometheusPort)
 	addr, extra := st.listenerAddrs(promHost, promPort)
+	if promHost == st.localhost && extra != nil {
+		// METRICS_LOCALHOST_ACCESS_ONLY: the other family's localhost (the template's
+		// additional_localhost), not its wildcard.
+		extra = []AdditionalAddress{{Address: socketAddr("TCP", st.family.AdditionalLocalhost, promPort)}}
+	}
 	prom := Listener{
 		Name: listenerName(promHost, promPort), Address: addr, AdditionalAddresses: extra,
 		FilterChains:          []FilterChain{{Filters: []TypedExtension{hcm("stats", "/stats/prometheus", "prometheus_stats", compressors)}}},
@@ -302,9 +316,15 @@ func (st *state) listeners() []Listener {
 		IgnoreGlobalConnLimit: true, BypassOverloadManager: true,
 	}
 	if st.cfg.StatusPortProxyProtocol {
-		status.ListenerFilters = []TypedExtension{{Name: "envoy.filters.listener.proxy_protocol", TypedConfig: map[string]string{"@type": typeProxyProtocol}}}
+		// The template's filter name and its allow_requests_without_proxy_protocol (1.28.10 ..
+		// master).
+		status.ListenerFilters = []TypedExtension{{Name: "envoy.listener.proxy_protocol", TypedConfig: map[string]any{
+			"@type": typeProxyProtocol, "allow_requests_without_proxy_protocol": true,
+		}}}
 	}
-	return append([]Listener{prom, status}, st.secureMetricsListeners()...)
+	// The template's order: Prometheus, the secure metrics listeners, status.
+	out := append([]Listener{prom}, st.secureMetricsListeners()...)
+	return append(out, status)
 }
 
 // statsCompressed is ProxyConfig statsCompression, true unless set false.
@@ -332,6 +352,11 @@ func (st *state) bootstrapExtensions() []TypedExtension {
 func (st *state) clusterManager() *ClusterManager {
 	lrs, _ := st.meta.Raw["LOAD_STATS_CONFIG_JSON"].(string)
 	self := st.selfDiscovery()
+	// The template writes cluster_manager only with an outlier log path, an LRS config or self
+	// discovery (envoy_bootstrap.json, master; 1.28.10 .. 1.30.3 without self discovery).
+	if st.cfg.OutlierLogPath == "" && lrs == "" && !self {
+		return nil
+	}
 	cm := &ClusterManager{EnableDeferredClusterCreation: true}
 	if st.cfg.OutlierLogPath != "" {
 		cm.OutlierDetection = &OutlierDetection{EventLogPath: st.cfg.OutlierLogPath}

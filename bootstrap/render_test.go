@@ -31,7 +31,7 @@ func baseConfig(t testing.TB) Config {
 	c.PodNamespace = "default"
 	c.ServiceAccount = "bookinfo-reviews"
 	c.ProxyConfig = proxyconfig.Default()
-	c.IstioVersion = "1.28.0"
+	c.IstioVersion = "1.32.0" // the newest supported release (master), which the built-in render follows
 	c.LabelsFile, c.AnnotationsFile = labels, ann
 	c.Env = []string{
 		"PATH=/usr/bin",

@@ -11,7 +11,7 @@ const typeDownstreamTLS = "type.googleapis.com/envoy.extensions.transport_socket
 func sdsSecret(name string) map[string]any {
 	return map[string]any{"name": name, "sds_config": map[string]any{
 		"api_config_source": map[string]any{
-			"api_type": "GRPC", "transport_api_version": "V3",
+			"api_type": "GRPC", "set_node_on_first_message_only": true, "transport_api_version": "V3",
 			"grpc_services": []any{map[string]any{"envoy_grpc": map[string]any{"cluster_name": "sds-grpc"}}},
 		},
 		"resource_api_version": "V3",
@@ -43,9 +43,9 @@ func (st *state) secureMetricsListeners() []Listener {
 		for i, p := range prefixes {
 			routes[i] = Route{Match: RouteMatch{Prefix: p}, Route: RouteAction{Cluster: cluster}}
 		}
-		addr, extra := st.listenerAddrs(st.wildcard, uint32(port))
+		// The wildcard only: the template gives these listeners no additional addresses.
 		out = append(out, Listener{
-			Name: listenerName(st.wildcard, uint32(port)), Address: addr, AdditionalAddresses: extra,
+			Name: listenerName(st.wildcard, uint32(port)), Address: socketAddr("TCP", st.wildcard, uint32(port)),
 			// Istio's template: the TLS inspector finds the handshake and the one filter chain
 			// takes TLS only.
 			ListenerFilters: []TypedExtension{{Name: "envoy.filters.listener.tls_inspector", TypedConfig: map[string]string{"@type": typeTLSInspector}}},

@@ -130,14 +130,58 @@ func (st *state) statsIntervalValues() (flushOut, evictOut string) {
 		}
 	}
 	if v := ann[annEvictionInterval]; v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 || d%flush != 0 {
-			st.logger().Warn("ignoring annotation: not a multiple of the flush interval", "annotation", annEvictionInterval, "value", v)
+		if e, ok := st.statsEvictionParam(); ok && flush > 0 {
+			evictOut = e // whole seconds, as Istio's getStatsOptions builds it
 		} else {
-			evictOut = envoyDuration(d)
+			st.logger().Warn("ignoring annotation: not a multiple of the flush interval", "annotation", annEvictionInterval, "value", v)
 		}
 	}
 	return flushOut, evictOut
+}
+
+// statsFlushParam is the stats_flush_interval template parameter: the annotation's value as a
+// time.Duration when it parses (getStatsOptions, EnvoyStatsFlushInterval: newOption of a
+// time.Duration, so a template prints Go's form, "5s" or "1m30s").
+func (st *state) statsFlushParam() (time.Duration, bool) {
+	v, ok := st.meta.Annotations[annFlushInterval]
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	return d, err == nil
+}
+
+// statsEvictionParam is the stats_eviction_interval template parameter: set when the annotation
+// parses and is a multiple of the flush interval, as whole seconds "%ds" (getStatsOptions builds a
+// durationpb of int64(d.Seconds()); envoyDurationConverter prints it).
+func (st *state) statsEvictionParam() (string, bool) {
+	v, ok := st.meta.Annotations[annEvictionInterval]
+	if !ok {
+		return "", false
+	}
+	flush := 5 * time.Second
+	if f, ok := st.statsFlushParam(); ok {
+		flush = f
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || flush <= 0 || d%flush != 0 {
+		return "", false
+	}
+	return fmt.Sprintf("%ds", int64(d.Seconds())), true
+}
+
+// annStatsCompression is 1.28's sidecar.istio.io/statsCompression annotation (config.go at
+// 1.28.10: getStatsOptions passes it as stats_compression when it is gzip, zstd or brotli).
+const annStatsCompression = "sidecar.istio.io/statsCompression"
+
+// statsCompressionAnnotation is 1.28's stats_compression parameter: "" unless the annotation
+// names one of the compressors Envoy knows.
+func (st *state) statsCompressionAnnotation() string {
+	switch v := st.meta.Annotations[annStatsCompression]; v {
+	case "gzip", "zstd", "brotli":
+		return v
+	}
+	return ""
 }
 
 func envoyDuration(d time.Duration) string {

@@ -16,13 +16,14 @@ import (
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
-// RenderTemplate renders a custom bootstrap template (ISTIO_BOOTSTRAP, --templateFile or
-// proxyBootstrapTemplatePath) as Istio's agent does: Go's text/template over a map of parameters
-// with Istio's names and value forms (nodeID, cluster, region, zone, sub_zone, meta_json_str,
-// runtime_flags, config, localhost, wildcard, xds_type, zipkin, ...; templateParams lists them),
-// and the functions in templateFuncs. A template that refers to a parameter Wingman does not
-// provide is refused before it runs, naming the parameter and its line (Istio would print
-// "<no value>" into the JSON and let Envoy fail on it).
+// RenderTemplate renders a bootstrap template (the image's own, ISTIO_BOOTSTRAP, --templateFile
+// or proxyBootstrapTemplatePath) as the stamped release's agent does (Release, from
+// Config.IstioVersion): Go's text/template over a map of that release's parameters with Istio's
+// names, presence rules and value forms (templateParams), and the functions in templateFuncs,
+// default options (no missingkey option at any supported tag: instance.go newTemplate). A
+// parameter the release does not define (a template newer than the release) does not stop the
+// render: it renders as text/template renders a missing map key ("<no value>" when printed, false
+// in if), as with Istio, and is logged once as a warning naming it and its line.
 func RenderTemplate(ctx context.Context, cfg Config, templatePath string) ([]byte, error) {
 	text, err := os.ReadFile(templatePath)
 	if err != nil {
@@ -36,9 +37,16 @@ func RenderTemplate(ctx context.Context, cfg Config, templatePath string) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	out, err := executeTemplate(templatePath, string(text), params)
+	out, unknown, err := executeTemplateFor(templatePath, string(text), params, st.release.defines)
 	if err != nil {
 		return nil, err
+	}
+	for _, u := range unknown {
+		st.logger().Warn("bootstrap template reads a parameter the Istio release does not pass; rendered as a missing key",
+			"parameter", u.Name, "at", u.Location, "release", st.release.String(), "template", templatePath)
+	}
+	if !isYAMLTemplate(templatePath) {
+		out = dropTrailingCommas(out)
 	}
 	if err := checkSyntax(templatePath, out); err != nil {
 		return nil, err
@@ -46,10 +54,29 @@ func RenderTemplate(ctx context.Context, cfg Config, templatePath string) ([]byt
 	return out, nil
 }
 
+// TemplateUnknownParams lists the parameters the template at templatePath reads that the stamped
+// release (Config.IstioVersion) does not define; `pilot-agent bootstrap --validate` prints them.
+func TemplateUnknownParams(cfg Config, templatePath string) ([]UnknownParam, error) {
+	text, err := os.ReadFile(templatePath)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap template %s: %w", templatePath, err)
+	}
+	t, err := template.New(templatePath).Funcs(templateFuncs).Parse(string(text))
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap template %s: %w", templatePath, err)
+	}
+	rel, _ := ReleaseOf(cfg.IstioVersion)
+	return unknownParams(t, rel.defines), nil
+}
+
+func isYAMLTemplate(p string) bool {
+	return strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yaml.tmpl")
+}
+
 // checkSyntax refuses a rendered template that is not JSON (or YAML, for templates named
 // *.yaml or *.yaml.tmpl, which Istio hands to Envoy as YAML), naming the line.
 func checkSyntax(templatePath string, out []byte) error {
-	if strings.HasSuffix(templatePath, ".yaml") || strings.HasSuffix(templatePath, ".yaml.tmpl") {
+	if isYAMLTemplate(templatePath) {
 		var v any
 		if err := yaml.Unmarshal(out, &v); err != nil {
 			return fmt.Errorf("bootstrap template %s: output is not YAML: %w", templatePath, err)
@@ -68,20 +95,25 @@ func checkSyntax(templatePath string, out []byte) error {
 	return nil
 }
 
-// executeTemplate parses text, checks its parameter references against params and runs it.
+// executeTemplate runs text over params, a name params holds being known.
 func executeTemplate(name, text string, params map[string]any) ([]byte, error) {
+	out, _, err := executeTemplateFor(name, text, params, func(n string) bool { _, ok := params[n]; return ok })
+	return out, err
+}
+
+// executeTemplateFor parses text, lists the parameters it reads that known does not define, and
+// runs it with text/template's default options (a missing key prints "<no value>").
+func executeTemplateFor(name, text string, params map[string]any, known func(string) bool) ([]byte, []UnknownParam, error) {
 	t, err := template.New(name).Funcs(templateFuncs).Parse(text)
 	if err != nil {
-		return nil, fmt.Errorf("bootstrap template %s: %w", name, err)
+		return nil, nil, fmt.Errorf("bootstrap template %s: %w", name, err)
 	}
-	if err := checkParams(t, params); err != nil {
-		return nil, fmt.Errorf("bootstrap template %s: %w", name, err)
-	}
+	unknown := unknownParams(t, known)
 	var out bytes.Buffer
 	if err := t.Execute(&out, params); err != nil {
-		return nil, fmt.Errorf("bootstrap template %s: %w", name, err)
+		return nil, unknown, fmt.Errorf("bootstrap template %s: %w", name, err)
 	}
-	return out.Bytes(), nil
+	return out.Bytes(), unknown, nil
 }
 
 func toJSON(v any) (string, error) {
@@ -89,17 +121,19 @@ func toJSON(v any) (string, error) {
 	return string(b), err
 }
 
-// addressJSON is Istio's addressConverter: host:port to a socket_address body.
+// addressJSON is Istio's addressConverter: host:port to a socket_address body, in its spacing.
 func addressJSON(sa *SocketAddress) string {
-	b, _ := json.Marshal(map[string]any{"address": sa.Address, "port_value": sa.PortValue})
-	return string(b)
+	return fmt.Sprintf(`{"address": "%s", "port_value": %d}`, sa.Address, sa.PortValue)
 }
 
-// templateParams builds the map Istio's templates read, with Istio's names and value forms.
-// Every name Istio's agent can set is present (zero when Istio would leave it out), so a template
-// written against Istio's parameter set never reads a missing key. Names and forms were read from
-// Istio's pkg/bootstrap/option/instances.go and config.go; see PARITY.md.
+// templateParams builds the map Istio's agent passes its templates (toTemplateParams in
+// pkg/bootstrap/config.go, option/instances.go), for the stamped release (st.release): the
+// release's names only, each present exactly when that release's agent sets it (a name Istio
+// skips when zero, newOptionOrSkipIfZero, is left out, so a template reading it gets what
+// text/template gives for a missing key, as with Istio), with Istio's value forms. The names and
+// rules were read at each release's tag; PARITY.md and docs/compat.md cite them.
 func (st *state) templateParams(ctx context.Context) (map[string]any, error) {
+	rel := st.release
 	runtime, err := toJSON(st.runtimeFlags())
 	if err != nil {
 		return nil, err
@@ -108,94 +142,63 @@ func (st *state) templateParams(ctx context.Context) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	xdsRoot, _ := lookupEnv(st.cfg.Env, "XDS_ROOT_CA") // agent.go: XDSRootCert is XDS_ROOT_CA as given
 	p := map[string]any{
-		"nodeID":                                st.nodeID,
-		"nodeType":                              string(st.cfg.NodeType),
-		"cluster":                               st.cluster,
-		"region":                                st.locality.Region,
-		"zone":                                  st.locality.Zone,
-		"sub_zone":                              st.locality.SubZone,
-		"meta_json_str":                         string(st.metaJSON),
-		"metadata":                              st.meta,
-		"runtime_flags":                         runtime,
-		"config":                                st.pc,
-		"discovery_address":                     st.pc.GetDiscoveryAddress(),
-		"discovery_host":                        discoveryHost(st.pc.GetDiscoveryAddress()),
-		"xds_root_cert":                         "",
-		"localhost":                             st.localhost,
-		"additional_localhost":                  st.family.AdditionalLocalhost,
-		"wildcard":                              st.wildcard,
-		"additional_wildcard":                   st.additional,
-		"dual_stack":                            st.additional != "",
-		"dns_lookup_family":                     st.dnsFamily,
-		"xds_type":                              st.xdsType,
-		"envoy_status_port":                     st.cfg.EnvoyStatusPort,
-		"envoy_prometheus_port":                 st.cfg.EnvoyPrometheusPort,
-		"sts":                                   st.cfg.STSPort != 0,
-		"sts_port":                              st.cfg.STSPort,
-		"gcp_project_id":                        "",
-		"gcp_project_number":                    st.cfg.PlatformMetadata["gcp_project_number"],
-		"metadata_discovery":                    st.discovery,
-		"deferred_cluster_creation":             true,
-		"deferred_stats_creation":               true,
-		"bypass_overload_manager":               true,
-		"log_json":                              st.cfg.LogAsJSON,
-		"workload_identity_socket_file":         st.cfg.WorkloadIdentitySocketFile,
-		"metrics_localhost_access_only":         st.pc.GetProxyMetadata()["METRICS_LOCALHOST_ACCESS_ONLY"] == "true",
-		"pilot_SAN":                             sanMatchers(st.meta.PilotSubjectAltName),
-		"outlier_log_path":                      st.cfg.OutlierLogPath,
-		"load_stats_config_json_str":            "",
-		"lightstepToken":                        st.LightstepTokenPath(),
-		"lightstep":                             "",
-		"zipkin":                                "",
-		"datadog":                               "",
-		"tracing_tls":                           "",
-		"stackdriver":                           false,
-		"stackdriverProjectID":                  "",
-		"stackdriverDebug":                      false,
-		"stackdriverMaxAnnotations":             int64(0),
-		"stackdriverMaxAttributes":              int64(0),
-		"stackdriverMaxEvents":                  int64(0),
-		"pilot_grpc_address":                    "",
-		"statsd":                                "",
-		"envoy_metrics_service_address":         "",
-		"envoy_metrics_service_tls":             "",
-		"envoy_metrics_service_tcp_keepalive":   "",
-		"envoy_accesslog_service_address":       "",
-		"envoy_accesslog_service_tls":           "",
-		"envoy_accesslog_service_tcp_keepalive": "",
-		"extraStatTags":                         []string(nil),
-		"inclusionPrefix":                       []string(nil),
-		"inclusionSuffix":                       []string(nil),
-		"inclusionRegexps":                      []string(nil),
-		"histogram_buckets":                     stats.HistogramBucketSettings,
-		"stats_compression":                     "",
-
-		// Parameters of Istio releases after the stored option/instances.go (names as the
-		// issue and Istio's release notes give them; see PARITY.md).
-		"global_downstream_max_connections":       st.globalDownstreamMaxConnections(),
-		"envoy_secure_metrics_port":               st.cfg.EnvoySecureMetricsPort,
-		"envoy_secure_merged_metrics_port":        st.cfg.EnvoySecureMergedMetricsPort,
-		"secure_metrics_port":                     st.cfg.EnvoySecureMetricsPort,
-		"secure_merged_metrics_port":              st.cfg.EnvoySecureMergedMetricsPort,
-		"stats_flush_interval":                    "",
-		"stats_eviction_interval":                 "",
-		"enable_self_discovery":                   st.selfDiscovery(),
-		"envoy_status_port_enable_proxy_protocol": st.cfg.StatusPortProxyProtocol,
-		"custom_file_path":                        "",
+		// Set unconditionally (newOption) at every supported tag.
+		"nodeID":                        st.nodeID,
+		"nodeType":                      string(st.cfg.NodeType),
+		"pilot_SAN":                     sanMatchers(st.meta.PilotSubjectAltName),
+		"log_json":                      st.cfg.LogAsJSON,
+		"discovery_host":                discoveryHost(st.pc.GetDiscoveryAddress()),
+		"metadata":                      st.meta,
+		"xds_type":                      st.xdsType,
+		"metadata_discovery":            st.discovery,
+		"metrics_localhost_access_only": st.pc.GetProxyMetadata()["METRICS_LOCALHOST_ACCESS_ONLY"] == "true",
+		"workload_identity_socket_file": st.meta.WorkloadIdentitySocketFile,
+		"localhost":                     st.localhost,
+		"wildcard":                      st.wildcard,
+		"dns_lookup_family":             st.dnsFamily,
+		"meta_json_str":                 string(st.metaJSON),
+		"runtime_flags":                 runtime,
+		"envoy_status_port":             st.cfg.EnvoyStatusPort,
+		"envoy_prometheus_port":         st.cfg.EnvoyPrometheusPort,
+		"config":                        st.pc,
+		"cluster":                       st.cluster,
+		"discovery_address":             st.pc.GetDiscoveryAddress(),
+		"xds_root_cert":                 xdsRoot,
+		"histogram_buckets":             histogramBuckets(stats.HistogramBucketSettings),
 	}
-	if st.cfg.FileCredential { // option.CustomFileSDSPath (instances.go): "custom_file_path"
-		p["custom_file_path"] = DefaultCredentialFilesSocket
+	// Skipped when zero (newOptionOrSkipIfZero / skipOption) or set only on a condition.
+	setIf := func(name string, v any, ok bool) {
+		if ok {
+			p[name] = v
+		}
 	}
-	p["stats_flush_interval"], p["stats_eviction_interval"] = st.statsIntervalValues()
-	if sa, err := st.hostPort("discoveryAddress", st.pc.GetDiscoveryAddress()); err == nil {
-		p["pilot_grpc_address"] = addressJSON(sa)
+	setIf("region", st.locality.Region, st.locality.Region != "")
+	setIf("zone", st.locality.Zone, st.locality.Zone != "")
+	setIf("sub_zone", st.locality.SubZone, st.locality.SubZone != "")
+	setIf("outlier_log_path", st.cfg.OutlierLogPath, st.cfg.OutlierLogPath != "")
+	setIf("custom_file_path", DefaultCredentialFilesSocket, st.cfg.FileCredential) // option.CustomFileSDSPath
+	if n, ok := st.cfg.PlatformMetadata["gcp_project_number"]; ok {
+		p["gcp_project_number"] = n
 	}
-	if id := st.cfg.PlatformMetadata["gcp_project"]; id != "" && st.cfg.STSPort != 0 {
-		p["gcp_project_id"] = id
+	if st.cfg.STSPort > 0 {
+		p["sts"], p["sts_port"] = true, st.cfg.STSPort
+		if id, ok := st.cfg.PlatformMetadata["gcp_project"]; ok {
+			p["gcp_project_id"] = id
+		}
 	}
+	if st.additional != "" { // dual stack on, both families: config.go's ISTIO_DUAL_STACK branch
+		p["additional_localhost"], p["additional_wildcard"], p["dual_stack"] = st.family.AdditionalLocalhost, st.additional, true
+	}
+	setIf("envoy_status_port_enable_proxy_protocol", true, st.cfg.StatusPortProxyProtocol)
 	if s, ok := st.meta.Raw["LOAD_STATS_CONFIG_JSON"].(string); ok {
 		p["load_stats_config_json_str"] = s
+	}
+	if st.pc.GetDiscoveryAddress() != "" {
+		if sa, err := st.hostPort("discoveryAddress", st.pc.GetDiscoveryAddress()); err == nil {
+			p["pilot_grpc_address"] = addressJSON(sa)
+		}
 	}
 	var prefixes, suffixes, regexps, tags []string
 	for _, m := range stats.StatsMatcher.InclusionList.Patterns {
@@ -211,29 +214,32 @@ func (st *state) templateParams(ctx context.Context) (map[string]any, error) {
 	for _, t := range stats.StatsTags[len(delimitedTags) : len(stats.StatsTags)-len(trailingTags)] {
 		tags = append(tags, t.TagName)
 	}
-	p["inclusionPrefix"], p["inclusionSuffix"], p["inclusionRegexps"], p["extraStatTags"] = prefixes, suffixes, regexps, tags
-	if st.statsCompressed() {
-		p["stats_compression"] = "gzip"
+	setIf("inclusionPrefix", prefixes, len(prefixes) > 0)
+	setIf("inclusionSuffix", suffixes, len(suffixes) > 0)
+	setIf("inclusionRegexps", regexps, len(regexps) > 0)
+	setIf("extraStatTags", tags, len(tags) > 0)
+	if flush, ok := st.statsFlushParam(); ok {
+		p["stats_flush_interval"] = flush
 	}
-	if tr, cl, err := st.tracing(); err != nil {
+	if evict, ok := st.statsEvictionParam(); ok {
+		p["stats_eviction_interval"] = evict
+	}
+
+	// Release-specific names (option/instances.go and config.go at each tag).
+	if rel < Release129 {
+		p["stats_compression"] = st.statsCompressionAnnotation()
+	} else {
+		p["envoy_metrics_stats_compression"] = st.statsCompressed()
+		p["global_downstream_max_connections"] = int(st.globalDownstreamMaxConnections())
+	}
+	if rel >= Release131 {
+		setIf("secure_metrics_port", st.cfg.EnvoySecureMetricsPort, st.cfg.EnvoySecureMetricsPort != 0)
+		setIf("secure_merged_metrics_port", st.cfg.EnvoySecureMergedMetricsPort, st.cfg.EnvoySecureMergedMetricsPort != 0)
+		setIf("enable_self_discovery", true, st.selfDiscovery())
+	}
+
+	if err := st.tracingParams(p); err != nil {
 		return nil, err
-	} else if tr != nil {
-		addr := addressJSON(cl.LoadAssignment.Endpoints[0].LbEndpoints[0].Endpoint.Address.SocketAddress)
-		switch cl.Name {
-		case "zipkin":
-			p["zipkin"] = addr
-		case "lightstep":
-			p["lightstep"] = addr
-		case "datadog_agent":
-			p["datadog"] = addr
-		}
-		if cl.TransportSocket != nil {
-			ts, err := toJSON(cl.TransportSocket)
-			if err != nil {
-				return nil, err
-			}
-			p["tracing_tls"] = ts
-		}
 	}
 	if st.pc.GetStatsdUdpAddress() != "" {
 		sa, err := st.statsdAddress(ctx)
@@ -242,24 +248,28 @@ func (st *state) templateParams(ctx context.Context) (map[string]any, error) {
 		}
 		p["statsd"] = addressJSON(sa)
 	}
+	// getProxyConfigOptions: a service's address, TLS and keepalive each set when given.
 	for _, svc := range []struct {
-		key, name, field string
-		rs               *meshapi.RemoteService
+		key, field string
+		rs         *meshapi.RemoteService
 	}{
-		{"envoy_metrics_service", "envoy_metrics_service", "envoyMetricsService", st.pc.GetEnvoyMetricsService()},
-		{"envoy_accesslog_service", "envoy_accesslog_service", "envoyAccessLogService", st.pc.GetEnvoyAccessLogService()},
+		{"envoy_metrics_service", "envoyMetricsService", st.pc.GetEnvoyMetricsService()},
+		{"envoy_accesslog_service", "envoyAccessLogService", st.pc.GetEnvoyAccessLogService()},
 	} {
 		if svc.rs.GetAddress() == "" {
 			continue
 		}
-		c, err := st.remoteServiceCluster(svc.name, svc.field, svc.rs)
+		c, err := st.remoteServiceCluster(svc.key, svc.field, svc.rs)
 		if err != nil {
 			return nil, err
 		}
 		p[svc.key+"_address"] = addressJSON(c.LoadAssignment.Endpoints[0].LbEndpoints[0].Endpoint.Address.SocketAddress)
-		if c.TransportSocket != nil {
-			if p[svc.key+"_tls"], err = toJSON(c.TransportSocket); err != nil {
-				return nil, err
+		if svc.rs.GetTlsSettings() != nil {
+			p[svc.key+"_tls"] = ""
+			if c.TransportSocket != nil {
+				if p[svc.key+"_tls"], err = toJSON(c.TransportSocket); err != nil {
+					return nil, err
+				}
 			}
 		}
 		if c.UpstreamConnectionOptions != nil {
@@ -268,13 +278,40 @@ func (st *state) templateParams(ctx context.Context) (map[string]any, error) {
 			}
 		}
 	}
-	if sd, ok := st.pc.GetTracing().GetTracer().(*meshapi.Tracing_Stackdriver_); ok {
+	return p, nil
+}
+
+// tracingParams adds the tracer's parameters (getProxyConfigOptions): the collector address of
+// the tracer chosen, tracing_tls whenever tlsSettings is given ("" for DISABLE, as
+// transportSocketConverter gives), the Lightstep token path, Stackdriver's settings with Istio's
+// default of 200 for each unset limit.
+func (st *state) tracingParams(p map[string]any) error {
+	t := st.pc.GetTracing()
+	if t == nil {
+		return nil
+	}
+	tr, cl, err := st.tracing()
+	if err != nil {
+		return err
+	}
+	if tr != nil {
+		addr := addressJSON(cl.LoadAssignment.Endpoints[0].LbEndpoints[0].Endpoint.Address.SocketAddress)
+		switch cl.Name {
+		case "zipkin":
+			p["zipkin"] = addr
+		case "lightstep":
+			p["lightstep"], p["lightstepToken"] = addr, st.LightstepTokenPath()
+		case "datadog_agent":
+			p["datadog"] = addr
+		}
+	}
+	if sd, ok := t.GetTracer().(*meshapi.Tracing_Stackdriver_); ok {
 		p["stackdriver"] = true
 		p["stackdriverProjectID"] = st.cfg.PlatformMetadata["gcp_project"]
 		p["stackdriverDebug"] = sd.Stackdriver.GetDebug()
 		orDefault := func(v interface{ GetValue() int64 }, isNil bool) int64 {
 			if isNil {
-				return 200 // Istio's default for each limit
+				return 200
 			}
 			return v.GetValue()
 		}
@@ -282,7 +319,46 @@ func (st *state) templateParams(ctx context.Context) (map[string]any, error) {
 		p["stackdriverMaxAttributes"] = orDefault(sd.Stackdriver.GetMaxNumberOfAttributes(), sd.Stackdriver.GetMaxNumberOfAttributes() == nil)
 		p["stackdriverMaxEvents"] = orDefault(sd.Stackdriver.GetMaxNumberOfMessageEvents(), sd.Stackdriver.GetMaxNumberOfMessageEvents() == nil)
 	}
-	return p, nil
+	if tls := t.GetTlsSettings(); tls != nil {
+		ts := (*TypedExtension)(nil)
+		if cl != nil {
+			ts = cl.TransportSocket
+		} else {
+			// A tracer without a cluster (Stackdriver, none): Istio converts the settings all
+			// the same (TracingTLS, isH2 false), and its template does not use them; settings
+			// Wingman refuses for a cluster (see PARITY.md 7) then leave the parameter "".
+			ts, _ = st.tlsTransportSocket(tls, "tracer", "tracing.tlsSettings", false)
+		}
+		p["tracing_tls"] = ""
+		if ts != nil {
+			s, err := toJSON(ts)
+			if err != nil {
+				return err
+			}
+			p["tracing_tls"] = s
+		}
+	}
+	return nil
+}
+
+// histogramBucket is option.HistogramBucket's JSON form (match.prefix, buckets).
+type histogramBucket struct {
+	Match struct {
+		Prefix string `json:"prefix"`
+	} `json:"match"`
+	Buckets []float64 `json:"buckets"`
+}
+
+// histogramBuckets is the histogram_buckets parameter: a nil slice without the annotation, as
+// Istio's getStatsOptions passes it (newOption, so always present).
+func histogramBuckets(in []HistogramBucketSettings) []histogramBucket {
+	var out []histogramBucket
+	for _, b := range in {
+		var h histogramBucket
+		h.Match.Prefix, h.Buckets = b.Match.Prefix, b.Buckets
+		out = append(out, h)
+	}
+	return out
 }
 
 // sanMatchers is Istio's sanConverter: the SANs as a JSON list of exact string matchers.
@@ -334,6 +410,10 @@ func IsDefaultTemplate(p string) bool {
 // values, is used when Istio's own template path holds no file (an image without Istio's
 // template); a custom template path that holds none is an error naming it.
 func RenderEffective(ctx context.Context, cfg Config, templatePath string) ([]byte, error) {
+	if rel, ok := ReleaseOf(cfg.IstioVersion); !ok && cfg.Logger != nil {
+		cfg.Logger.Warn("the stamped Istio version is not a supported release; following the nearest one",
+			"istioVersion", cfg.IstioVersion, "release", rel.String(), "supported", OldestRelease.String()+" .. "+NewestRelease.String())
+	}
 	if templatePath == "" {
 		return Render(ctx, cfg)
 	}
@@ -343,4 +423,48 @@ func RenderEffective(ctx context.Context, cfg Config, templatePath string) ([]by
 		}
 	}
 	return RenderTemplate(ctx, cfg, templatePath)
+}
+
+// dropTrailingCommas removes a comma that closes an object or array (`, }` or `, ]`), outside
+// strings. Istio's own template writes one (the status listener's proxy_protocol filter, at every
+// supported tag) and Envoy reads it: protobuf's JSON parser, which Envoy runs with
+// allow_legacy_syntax, accepts trailing commas (json/internal/lexer.h VisitObject, VisitArray).
+// Dropping it gives the same message as strict JSON, which the checks and override merge read.
+func dropTrailingCommas(in []byte) []byte {
+	var out []byte // nil until the first comma to drop: most output has none
+	inString, escaped := false, false
+	for i := 0; i < len(in); i++ {
+		c := in[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ',':
+			j := i + 1
+			for j < len(in) && (in[j] == ' ' || in[j] == '\t' || in[j] == '\n' || in[j] == '\r') {
+				j++
+			}
+			if j < len(in) && (in[j] == '}' || in[j] == ']') {
+				if out == nil {
+					out = append(make([]byte, 0, len(in)), in[:i]...)
+				}
+				continue
+			}
+		}
+		if out != nil {
+			out = append(out, c)
+		}
+	}
+	if out == nil {
+		return in
+	}
+	return out
 }

@@ -1,39 +1,42 @@
 package bootstrap
 
 import (
-	"fmt"
+	"slices"
 	"text/template"
 	"text/template/parse"
 )
 
-// checkParams refuses a template that reads a top-level parameter params does not hold: `.name`
-// where dot is the parameter map, and `$.name` anywhere. Inside range and with bodies, and in
-// templates run by {{template}}, dot is something else and is not checked. Nested lookups
-// (.config.X) are left to text/template. {{define}}d templates are not checked: their dot and $
-// are whatever the caller passes.
-func checkParams(t *template.Template, params map[string]any) error {
-	c := paramChecker{params: params, tree: t.Tree}
+// UnknownParam is a top-level template parameter the stamped release's agent never passes.
+type UnknownParam struct {
+	Name     string // the parameter, as the template reads it (.name or $.name)
+	Location string // template:line:col of its first use
+}
+
+// unknownParams lists, once each in order of first use, the top-level parameters t reads that
+// known does not define: `.name` where dot is the parameter map, and `$.name` anywhere. Inside
+// range and with bodies, and in templates run by {{template}}, dot is something else and is not
+// looked at. Nested lookups (.config.X) are left to text/template. {{define}}d templates are not
+// looked at: their dot and $ are whatever the caller passes.
+func unknownParams(t *template.Template, known func(string) bool) []UnknownParam {
+	c := paramChecker{known: known, tree: t.Tree}
 	if t.Tree != nil && t.Root != nil {
 		c.list(t.Root, true)
 	}
-	return c.err
+	return c.found
 }
 
 type paramChecker struct {
-	params map[string]any
-	tree   *parse.Tree
-	err    error
+	known func(string) bool
+	tree  *parse.Tree
+	found []UnknownParam
 }
 
 func (c *paramChecker) missing(n parse.Node, name string) {
-	if c.err != nil {
-		return
-	}
-	if _, ok := c.params[name]; ok {
+	if c.known(name) || slices.ContainsFunc(c.found, func(u UnknownParam) bool { return u.Name == name }) {
 		return
 	}
 	loc, _ := c.tree.ErrorContext(n)
-	c.err = fmt.Errorf("%s: parameter %q is not one Wingman provides", loc, name)
+	c.found = append(c.found, UnknownParam{Name: name, Location: loc})
 }
 
 func (c *paramChecker) list(l *parse.ListNode, dotIsRoot bool) {

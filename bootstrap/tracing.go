@@ -88,16 +88,22 @@ func (st *state) LightstepTokenPath() string {
 
 // sdsSecretConfig is an SDS secret reference served by the agent on sds-grpc, as Istio's
 // model.ConstructSdsSecretConfig builds it for the tracer and service clusters: the node is sent
-// on the first request only, and there is no initial fetch timeout.
+// on the first request only.
 func sdsSecretConfig(name string) map[string]any {
-	return map[string]any{"name": name, "sds_config": map[string]any{
+	c := map[string]any{
 		"api_config_source": map[string]any{
 			"api_type": "GRPC", "set_node_on_first_message_only": true, "transport_api_version": "V3",
 			"grpc_services": []any{map[string]any{"envoy_grpc": map[string]any{"cluster_name": "sds-grpc"}}},
 		},
-		"initial_fetch_timeout": "0s",
-		"resource_api_version":  "V3",
-	}}
+		"resource_api_version": "V3",
+	}
+	// pkg/model/authentication.go (same at every supported tag): only the preset configs of
+	// "default" and "ROOTCA" carry InitialFetchTimeout 0s; constructSdsSecretConfig builds the
+	// others (file-cert:..., file-root:...) without it.
+	if name == "default" || name == "ROOTCA" {
+		c["initial_fetch_timeout"] = "0s"
+	}
+	return map[string]any{"name": name, "sds_config": c}
 }
 
 // tlsTransportSocket renders a ClientTLSSettings as an UpstreamTlsContext whose secrets come from

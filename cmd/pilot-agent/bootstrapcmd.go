@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/wingman-mesh/wingman/bootstrap"
@@ -59,6 +60,20 @@ func runBootstrap(ctx context.Context, args, environ []string, sio stdio) int {
 		return exitFailure
 	}
 	if *validate {
+		// Template parameters the stamped Istio release does not pass: rendered as a missing key
+		// (text/template's "<no value>"), listed so a newer template is seen before it is run.
+		if tmpl := bootstrap.EffectiveTemplatePath(env.BootstrapTemplate, pf.templateFile, pc); templateInUse(tmpl) {
+			cfg := a.bootstrapConfig()
+			unknown, err := bootstrap.TemplateUnknownParams(cfg, tmpl)
+			if err != nil {
+				fmt.Fprintf(sio.err, "Error: %v\n", err)
+				return exitFailure
+			}
+			rel, _ := bootstrap.ReleaseOf(cfg.IstioVersion)
+			for _, u := range unknown {
+				fmt.Fprintf(sio.err, "warning: %s: template parameter %q is not one Istio %s passes; rendered as a missing key (<no value>)\n", u.Location, u.Name, rel)
+			}
+		}
 		findings := envoyproto.Validate(data)
 		for _, f := range findings {
 			fmt.Fprintln(sio.err, f.String())
@@ -71,4 +86,17 @@ func runBootstrap(ctx context.Context, args, environ []string, sio stdio) int {
 	}
 	fmt.Fprintln(sio.out, strings.TrimSpace(string(data)))
 	return 0
+}
+
+// templateInUse says whether the render used the template at p: a custom path always; Istio's own
+// path only when the image ships a file there (else the built-in render was used).
+func templateInUse(p string) bool {
+	if p == "" {
+		return false
+	}
+	if bootstrap.IsDefaultTemplate(p) {
+		_, err := os.Stat(p)
+		return err == nil
+	}
+	return true
 }

@@ -58,23 +58,29 @@ func TestBootstrapNodeTypesAndVersion(t *testing.T) {
 	}
 }
 
-// TestBootstrapTemplateErrors: a custom template (ISTIO_BOOTSTRAP) whose output is not JSON, or
-// that reads a parameter Istio does not give, makes `pilot-agent bootstrap` fail naming it.
+// TestBootstrapTemplateErrors: a custom template (ISTIO_BOOTSTRAP) whose output is not JSON makes
+// `pilot-agent bootstrap` fail naming it; one that reads a parameter the stamped Istio release
+// does not pass renders it as text/template's missing key (Istio's agent runs text/template with
+// default options, pkg/bootstrap/instance.go at every supported tag), and --validate lists it.
 func TestBootstrapTemplateErrors(t *testing.T) {
 	p := newPod(t, "")
 	tmpl := filepath.Join(p.dir, "tmpl.json")
 	p.env = append(p.env, "ISTIO_BOOTSTRAP="+tmpl)
-	for src, want := range map[string]string{
-		`{"node": {"id": "{{ .nodeID }}"}, "x": {{ .zipkin }}}`: "not JSON",
-		`{"node": {"id": "{{ .no_such_param }}"}}`:              "no_such_param",
-	} {
+	write := func(src string) {
 		if err := os.WriteFile(tmpl, []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, out, stderr := p.run(t, "bootstrap")
-		if code == 0 || !strings.Contains(stderr, want) || out != "" {
-			t.Errorf("%s: exit %d, stderr %q, out %q", src, code, stderr, out)
-		}
+	}
+	write(`{"node": {"id": "{{ .nodeID }}"}, "x": {{ .zipkin }}}`)
+	if code, out, stderr := p.run(t, "bootstrap"); code == 0 || !strings.Contains(stderr, "not JSON") || out != "" {
+		t.Errorf("not JSON: exit %d, stderr %q, out %q", code, stderr, out)
+	}
+	write(`{"node": {"id": "{{ .no_such_param }}"}}`)
+	if code, out, stderr := p.run(t, "bootstrap"); code != 0 || !strings.Contains(out, `"<no value>"`) {
+		t.Errorf("unknown parameter: exit %d, stderr %q, out %q", code, stderr, out)
+	}
+	if _, _, stderr := p.run(t, "bootstrap", "--validate"); !strings.Contains(stderr, `template parameter "no_such_param"`) || strings.Count(stderr, "warning:") != 1 {
+		t.Errorf("--validate does not list the unknown parameter once: %q", stderr)
 	}
 	// Self discovery renders local_cluster, so --validate passes.
 	p.env = append(p.env[:len(p.env)-1], "ISTIO_META_ENABLE_SELF_DISCOVERY=true")

@@ -103,8 +103,8 @@ var Compat = []CompatRow{
 	// Envoy and lifecycle.
 	{"ENVOY_STATUS_PORT", KindEnv, Same, "Envoy's health listener in the bootstrap", []string{"TestGoldens", "TestNodeReadBackAsIstiod"}},
 	{"ENVOY_PROMETHEUS_PORT", KindEnv, Same, "Envoy's Prometheus listener; merged by /stats/prometheus", []string{"TestGoldens", "TestMetricsEndpoint", "TestMergeEnvoyStatsSetting"}},
-	{"ENVOY_SECURE_METRICS_PORT", KindEnv, Same, "the secure (mTLS) metrics listener is rendered, as Istio's template", []string{"TestTemplateParity"}},
-	{"ENVOY_SECURE_MERGED_METRICS_PORT", KindEnv, Same, "the secure merged metrics listener is rendered, as Istio's template", []string{"TestTemplateParity"}},
+	{"ENVOY_SECURE_METRICS_PORT", KindEnv, Same, "the secure (mTLS) metrics listener is rendered, as Istio's template; read from Istio 1.31 on (ignored when stamped 1.28-1.30, as those agents do)", []string{"TestTemplateParity", "TestReleaseBranches"}},
+	{"ENVOY_SECURE_MERGED_METRICS_PORT", KindEnv, Same, "the secure merged metrics listener is rendered, as Istio's template; read from Istio 1.31 on (ignored when stamped 1.28-1.30, as those agents do)", []string{"TestTemplateParity", "TestReleaseBranches"}},
 	{"MINIMUM_DRAIN_DURATION", KindEnv, Same, "", []string{"TestExitOnZeroActiveConnections"}},
 	{"EXIT_ON_ZERO_ACTIVE_CONNECTIONS", KindEnv, Same, "", []string{"TestExitOnZeroActiveConnections", "TestGoldens"}},
 	{"WINGMAN_MAXIMUM_DRAIN_DURATION", KindEnv, WingmanOnly, "upper bound of the zero-connections drain (Istio waits without bound)", []string{"TestExitOnZeroActiveConnectionsUpperBound"}},
@@ -208,7 +208,7 @@ var Compat = []CompatRow{
 	{"proxyHeaders", KindProxyConfig, Same, "read by istiod from the node's PROXY_CONFIG metadata", []string{"TestNodeReadBackAsIstiod"}},
 	{"fileFlushInterval", KindProxyConfig, Same, "--file-flush-interval-msec", []string{"TestProxyLifecycle", "TestArgsMatchIstio"}},
 	{"fileFlushMinSizeKb", KindProxyConfig, Same, "--file-flush-min-size-kb", []string{"TestArgsMatchIstio"}},
-	{"statsCompression", KindProxyConfig, Same, "", []string{"TestGoldens"}},
+	{"statsCompression", KindProxyConfig, Same, "from Istio 1.29 on (the 15090 listener's brotli, zstd and gzip compressors, default on); 1.28 reads the sidecar.istio.io/statsCompression annotation instead, and so does Wingman stamped 1.28", []string{"TestGoldens", "TestReleaseBranches"}},
 	{"connectionSettings", KindProxyConfig, Same, "read by istiod from the node's PROXY_CONFIG metadata", []string{"TestNodeReadBackAsIstiod"}},
 }
 
@@ -243,6 +243,7 @@ exists.
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.Name, r.Kind, r.Status,
 			strings.ReplaceAll(r.Note, "|", `\|`), tests)
 	}
+	b.WriteString("\n" + SupportMatrix)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

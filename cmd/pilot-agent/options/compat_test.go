@@ -143,3 +143,15 @@ func TestCompatTestsExist(t *testing.T) {
 		}
 	}
 }
+
+// TestSupportMatrixInReadme keeps README.md's support matrix the same as docs/compat.md's.
+func TestSupportMatrixInReadme(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(SupportMatrix, "## Supported Istio releases", "### Supported Istio releases", 1)
+	if !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not hold options.SupportMatrix (with a ### heading); copy it from docs/compat.md")
+	}
+}
