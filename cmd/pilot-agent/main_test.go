@@ -179,7 +179,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"request", "--debug-port=8080", "GET", "stats"}, "invalid debug port 8080"},
 		{[]string{"proxy", "gateway"}, "invalid proxy Type: gateway"},
 		{[]string{"proxy", "--concurrency=lots"}, `invalid argument "lots"`},
-		{[]string{"proxy", "--log_output_level=default:loud"}, `invalid level "loud"`},
+		{[]string{"proxy", "--log_output_level=default:loud"}, "--log_output_level: invalid output level 'loud'"},
+		{[]string{"proxy", "--log_stacktrace_level=default:loud"}, "--log_stacktrace_level: invalid output level 'loud'"},
+		{[]string{"proxy", "--log_target=http://collector/x"}, "--log_target \"http://collector/x\""},
 	} {
 		code, _, stderr := p.run(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {

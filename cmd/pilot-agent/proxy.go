@@ -19,6 +19,7 @@ import (
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/node"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/platform"
+	"github.com/wingman-mesh/wingman/internal/istiolog"
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 	"github.com/wingman-mesh/wingman/supervisor"
 	"github.com/wingman-mesh/wingman/transport/istiod"
@@ -92,7 +93,8 @@ type agent struct {
 	renderBootstrap bool                 // the bootstrap is rendered (not a customConfigFile)
 	fips            bool                 // COMPLIANCE_POLICY is fips-140-2: Envoy's google_grpc stays on TLS 1.2
 	dnsOnPort53     bool                 // root and the DNS proxy takes :53 (Envoy then runs as the proxy user)
-	log             *slog.Logger
+	log             *slog.Logger         // the default scope
+	logs            *istiolog.Logs
 	// shutdown begins a graceful shutdown, as SIGTERM does.
 	shutdown context.CancelFunc
 }
@@ -101,6 +103,18 @@ type agent struct {
 // readiness and drain calls must reach it there, dual stack with an IPv6 INSTANCE_IP included.
 func (a *agent) adminHost() string {
 	return bootstrap.AddressFamily(a.identity.IPs, a.env.DualStack).Localhost
+}
+
+// logger is the logger of one of Istio's scopes, for the part that writes what Istio's agent
+// writes in that scope (internal/istiolog).
+func (a *agent) logger(scope string) *slog.Logger {
+	switch {
+	case a.logs != nil:
+		return a.logs.Logger(scope)
+	case a.log != nil:
+		return a.log
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // runProxy is `pilot-agent proxy`: parse the command line and environment, resolve the agent's
@@ -122,11 +136,12 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 	if err != nil {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
-	log, closeLog, err := root.newLogger(sio)
+	logs, err := root.newLogger(sio)
 	if err != nil {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
-	defer closeLog()
+	defer logs.Close()
+	log := logs.Logger(istiolog.DefaultScope)
 	setMemoryLimit(env.MemLimitRatio, log)
 
 	// Signals are caught before anything starts, so that an early SIGTERM is a clean stop.
@@ -141,6 +156,7 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 	if err != nil {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
+	a.logs = logs
 	defer a.platform.Close()
 	p, err := buildParts(ctx, a, sio)
 	if err != nil {
