@@ -21,6 +21,7 @@ import (
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/platform"
 	"github.com/wingman-mesh/wingman/internal/istiolog"
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
+	"github.com/wingman-mesh/wingman/status"
 	"github.com/wingman-mesh/wingman/supervisor"
 	"github.com/wingman-mesh/wingman/transport/istiod"
 )
@@ -103,6 +104,12 @@ type agent struct {
 // readiness and drain calls must reach it there, dual stack with an IPv6 INSTANCE_IP included.
 func (a *agent) adminHost() string {
 	return bootstrap.AddressFamily(a.identity.IPs, a.env.DualStack).Localhost
+}
+
+// statusLocalHost is where readiness reads Envoy's admin API: Istio's status server choice from
+// the proxy's IP mode and INSTANCE_IP (status.AdminLocalhost).
+func (a *agent) statusLocalHost() string {
+	return status.AdminLocalhost(a.identity.Mode == node.IPv6, a.env.InstanceIP.String())
 }
 
 // logger is the logger of one of Istio's scopes, for the part that writes what Istio's agent

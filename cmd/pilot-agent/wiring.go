@@ -150,17 +150,7 @@ func partServices(a *agent, envoy *supervisor.Supervisor) ([]lifecycle.Service, 
 
 	var envoyReady health.Prober
 	if s.StatusPort != 0 {
-		stCfg := status.Config{
-			Port: s.StatusPort, AdminPort: s.ProxyAdminPort, EnvoyPrometheusPort: env.EnvoyPrometheusPort,
-			NoEnvoy: env.DisableEnvoy, SkipEnvoyStats: !env.MergeEnvoyStats, NodeType: a.identity.Type,
-			AppProbers: env.KubeAppProbers, DisableHTTP2Probing: !env.EnableHTTP2Probing,
-			ProbeKeepAlive: env.EnableProbeKeepalive, PrometheusAnnotations: env.PrometheusAnnotations,
-			MetricsLocalhostOnly: env.MetricsLocalhostAccessOnly, Profiling: a.flags.profiling,
-			GRPCBootstrapPath: env.GRPCXDSBootstrap, CheckGRPCBootstrap: bootstrap.ProbeGRPCBootstrap,
-			Lifecycle: agentLifecycle{envoy: envoy, shutdown: a.shutdown}, Gatherer: reg, Registerer: prefixed, ProcessStart: processStart,
-			Logger: a.log, // Istio's status server logs in the default scope
-		}
-		stCfg.ProbeTargetHost = status.ProbeTarget(env.InstanceIP, env.RewriteProbeLegacyLocalhost)
+		stCfg := a.statusConfig(agentLifecycle{envoy: envoy, shutdown: a.shutdown}, reg, prefixed)
 		if dnsServer != nil {
 			stCfg.DNSEnabled, stCfg.DNS, stCfg.NDSZ = true, dnsServer, dnsServer.NDSZ
 		}
@@ -188,6 +178,24 @@ func sdsSocketPath(env *options.Env) string {
 		socketFile = "socket"
 	}
 	return filepath.Join(sdsSocketDir, socketFile)
+}
+
+// statusConfig is the status server's configuration from the agent's settings.
+func (a *agent) statusConfig(lc status.Lifecycle, reg, prefixed *metric.Registry) status.Config {
+	env, s := a.env, a.settings
+	c := status.Config{
+		Port: s.StatusPort, AdminPort: s.ProxyAdminPort, EnvoyPrometheusPort: env.EnvoyPrometheusPort,
+		NoEnvoy: env.DisableEnvoy, SkipEnvoyStats: !env.MergeEnvoyStats, NodeType: a.identity.Type,
+		AppProbers: env.KubeAppProbers, DisableHTTP2Probing: !env.EnableHTTP2Probing,
+		ProbeKeepAlive: env.EnableProbeKeepalive, PrometheusAnnotations: env.PrometheusAnnotations,
+		MetricsLocalhostOnly: env.MetricsLocalhostAccessOnly, Profiling: a.flags.profiling,
+		GRPCBootstrapPath: env.GRPCXDSBootstrap, CheckGRPCBootstrap: bootstrap.ProbeGRPCBootstrap,
+		Lifecycle: lc, Gatherer: reg, Registerer: prefixed, ProcessStart: processStart,
+		Logger: a.log, // Istio's status server logs in the default scope
+	}
+	c.ProbeTargetHost = status.ProbeTarget(env.InstanceIP, env.RewriteProbeLegacyLocalhost)
+	c.LocalHost = a.statusLocalHost()
+	return c
 }
 
 // probeSDSSocket decides, as Istio does, whether another SDS server (SPIRE) already answers on
