@@ -104,6 +104,8 @@ type Config struct {
 	ReadinessTimeout time.Duration
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
+	// ProbeLogger receives the application probes' logs (Istio's "probes" scope); nil: Logger.
+	ProbeLogger *slog.Logger
 }
 
 func (c *Config) defaults() error {
@@ -133,6 +135,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ProbeLogger == nil {
+		c.ProbeLogger = c.Logger
 	}
 	if c.DNSEnabled && c.DNS == nil {
 		return errors.New("status: DNSEnabled needs a DNS ReadyChecker")

@@ -41,7 +41,7 @@ func New(cfg Config) (*Server, error) {
 		StatusPort:   cfg.Port,
 		DisableHTTP2: cfg.DisableHTTP2Probing,
 		KeepAlive:    cfg.ProbeKeepAlive,
-		Logger:       cfg.Logger,
+		Logger:       cfg.ProbeLogger,
 	})
 	if err != nil {
 		return nil, err

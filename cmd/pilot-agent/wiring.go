@@ -191,7 +191,7 @@ func (a *agent) statusConfig(lc status.Lifecycle, reg, prefixed *metric.Registry
 		MetricsLocalhostOnly: env.MetricsLocalhostAccessOnly, Profiling: a.flags.profiling,
 		GRPCBootstrapPath: env.GRPCXDSBootstrap, CheckGRPCBootstrap: bootstrap.ProbeGRPCBootstrap,
 		Lifecycle: lc, Gatherer: reg, Registerer: prefixed, ProcessStart: processStart,
-		Logger: a.log, // Istio's status server logs in the default scope
+		Logger: a.log, ProbeLogger: a.logger(istiolog.ScopeProbes), // Istio's status server: default and probes
 	}
 	c.ProbeTargetHost = status.ProbeTarget(env.InstanceIP, env.RewriteProbeLegacyLocalhost)
 	c.LocalHost = a.statusLocalHost()
@@ -228,7 +228,7 @@ func (a *agent) certParts(reg *metric.Registry) (*certs.Manager, *certs.Server, 
 		OutputCertsDir: env.OutputCerts,
 		FileCertDirs:   []string{"./etc/certs", "./var/run/secrets/workload-spiffe-credentials"},
 		FileDebounce:   env.FileDebounceDuration, SDSSocketPath: sdsPath, ServeOnlyFiles: serveOnlyFiles,
-		Logger: a.logger(istiolog.ScopeCache), Registerer: reg,
+		Logger: a.logger(istiolog.ScopeCache), SDSLogger: a.logger(istiolog.ScopeSDS), Registerer: reg,
 	}
 	if env.ECCSignatureAlgorithm == "ECDSA" {
 		cfg.KeyType = certs.KeyECDSA
