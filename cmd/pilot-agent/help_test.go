@@ -5,6 +5,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
 )
 
 // subCommands are the commands run dispatches (main.go); help must list and explain each.
@@ -104,4 +108,22 @@ func TestLogFlags(t *testing.T) {
 	if err := fs.Parse([]string{"--log_target=a,b"}); err != nil || len(r.target) != 1 {
 		t.Errorf("--log_target split on commas: %v %v", r.target, err)
 	}
+}
+
+// TestCompatFlagsComplete: docs/compat.md has a row for every logging flag the root flag set
+// takes, and none for a flag it does not take.
+func TestCompatFlagsComplete(t *testing.T) {
+	fs, _ := newRootFlagSet("pilot-agent")
+	rows := map[string]bool{}
+	for _, r := range options.CompatFlags {
+		rows[r.Name] = true
+		if fs.Lookup(strings.TrimPrefix(r.Name, "--")) == nil {
+			t.Errorf("compat row %s: no such root flag", r.Name)
+		}
+	}
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !rows["--"+f.Name] {
+			t.Errorf("root flag --%s has no row in options.CompatFlags", f.Name)
+		}
+	})
 }
