@@ -194,15 +194,17 @@ func setMemoryLimit(ratio float64, log *slog.Logger) {
 	}
 }
 
-// logFlags logs every flag in one record (one write) rather than Istio's line per flag: this is
-// on the start-up path.
+// logFlags logs the flags and the version as Istio's agent does at start (log pipelines built
+// for istio-proxy read these lines); about 60 short writes.
 func logFlags(ctx context.Context, log *slog.Logger, fs *pflag.FlagSet) {
 	if !log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	var b strings.Builder
-	fs.VisitAll(func(f *pflag.Flag) { fmt.Fprintf(&b, " --%s=%q", f.Name, f.Value.String()) })
-	log.Info("FLAGS:"+b.String(), "version", buildVersion())
+	// As Istio's proxy command (pkg/cmd/cmd.go PrintFlags, then "Version" with
+	// pkg/version BuildInfo.String, at 1.30.3): one line per flag, then the version.
+	fs.VisitAll(func(f *pflag.Flag) { log.Info(fmt.Sprintf("FLAG: --%s=%q", f.Name, f.Value.String())) })
+	b := currentBuild()
+	log.Info("Version " + b.Version + "-" + b.GitRevision + "-" + b.BuildStatus)
 }
 
 // resolveAgent settles everything the parts are built from: the effective ProxyConfig and
