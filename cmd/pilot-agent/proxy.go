@@ -202,7 +202,11 @@ func logFlags(ctx context.Context, log *slog.Logger, fs *pflag.FlagSet) {
 	}
 	// As Istio's proxy command (pkg/cmd/cmd.go PrintFlags, then "Version" with
 	// pkg/version BuildInfo.String, at 1.30.3): one line per flag, then the version.
-	fs.VisitAll(func(f *pflag.Flag) { log.Info(fmt.Sprintf("FLAG: --%s=%q", f.Name, f.Value.String())) })
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden { // the --log_rotate* flags Istio no longer has
+			log.Info(fmt.Sprintf("FLAG: --%s=%q", f.Name, f.Value.String()))
+		}
+	})
 	b := currentBuild()
 	log.Info("Version " + b.Version + "-" + b.GitRevision + "-" + b.BuildStatus)
 }
