@@ -64,7 +64,7 @@ func (r *readiness) check(ctx context.Context) error {
 		}
 	}
 	if r.cfg.DNSEnabled && !r.cfg.DNS.Ready() {
-		return errors.New("DNS lookup table not yet received")
+		return errors.New("istio DNS capture is turned ON and DNS lookup table is not ready yet") // pkg/istio-agent/agent.go Check at 1.30.3
 	}
 	r.startupOnce.Do(r.recordStartup)
 	return nil
