@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -422,6 +423,10 @@ func TestWait(t *testing.T) {
 	code := run(t.Context(), []string{"wait", "--url", srv.URL + "/healthz/ready", "--periodMillis=5"}, nil, &out, &errb)
 	if code != 0 || !strings.Contains(out.String(), "Envoy is ready!") || calls != 3 {
 		t.Errorf("exit %d after %d calls: %q %q", code, calls, out.String(), errb.String())
+	}
+	// Istio's default-scope lines (pilot/cmd/pilot-agent/app/wait.go with pkg/log's defaults at 1.30.3).
+	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z\tinfo\tWaiting for Envoy proxy to be ready \(timeout: 60 seconds\)\.\.\.\n\S+\tinfo\tEnvoy is ready!\n$`).MatchString(out.String()) {
+		t.Errorf("wait's lines: %q", out.String())
 	}
 	out.Reset()
 	code = run(t.Context(), []string{"wait", "--url", srv.URL + "/never", "--periodMillis=5", "--timeoutSeconds=1"}, nil, &out, &errb)
