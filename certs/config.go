@@ -98,6 +98,7 @@ type Config struct {
 
 	Clock      clock.Clock      // nil → real time
 	Logger     *slog.Logger     // nil → discard
+	SDSLogger  *slog.Logger     // the SDS server's logs (Istio's "sds" scope); nil → Logger
 	Registerer *metric.Registry // nil → metrics are kept but not exported
 
 	trace func(traceStage) // tests only: called at each stage of a rotation (trace.go)

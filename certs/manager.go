@@ -65,7 +65,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg:      cfg,
 		spiffeID: cfg.SpiffeID(),
-		log:      cfg.Logger.With("part", "certs"),
+		log:      cfg.Logger,
 		store:    newStore(),
 		keys:     make(chan privateKey),
 		keyWant:  make(chan struct{}, 1),

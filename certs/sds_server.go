@@ -51,7 +51,11 @@ func NewServer(m *Manager) *Server {
 	if m.cfg.ServeOnlyFiles {
 		path = m.cfg.FilesSocketPath
 	}
-	return &Server{path: path, src: m, clock: m.cfg.Clock, log: m.log.With("server", "sds"), met: m.met,
+	log := m.cfg.SDSLogger
+	if log == nil {
+		log = m.log.With("server", "sds")
+	}
+	return &Server{path: path, src: m, clock: m.cfg.Clock, log: log, met: m.met,
 		mark: m.cfg.mark, serving: make(chan struct{})}
 }
 

@@ -35,8 +35,8 @@ type Config struct {
 	Port int
 	// ListenHost is the address to bind; "" binds all interfaces, IPv4 and IPv6.
 	ListenHost string
-	// LocalHost is the loopback address of Envoy's admin and Prometheus ports: "127.0.0.1"
-	// (the default) or "::1" for IPv6-only pods.
+	// LocalHost is the loopback address of Envoy's admin port for readiness: AdminLocalhost's
+	// choice ("" is "127.0.0.1").
 	LocalHost string
 	// AdminPort is Envoy's admin port, read for readiness (0: 15000).
 	AdminPort int
@@ -104,6 +104,8 @@ type Config struct {
 	ReadinessTimeout time.Duration
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
+	// ProbeLogger receives the application probes' logs (Istio's "probes" scope); nil: Logger.
+	ProbeLogger *slog.Logger
 }
 
 func (c *Config) defaults() error {
@@ -133,6 +135,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ProbeLogger == nil {
+		c.ProbeLogger = c.Logger
 	}
 	if c.DNSEnabled && c.DNS == nil {
 		return errors.New("status: DNSEnabled needs a DNS ReadyChecker")

@@ -29,6 +29,19 @@ type envoyStats struct {
 	stateFound, workersFound                         bool
 }
 
+// readinessStats is what Istio's readiness query (server.state and
+// listener_manager.workers_started) would have answered, for its "not yet updated" reasons.
+func (s *envoyStats) readinessStats() string {
+	var b []byte
+	if s.workersFound {
+		b = fmt.Appendf(b, "listener_manager.workers_started: %d\n", s.workersStarted)
+	}
+	if s.stateFound {
+		b = fmt.Appendf(b, "server.state: %d\n", s.state)
+	}
+	return string(b)
+}
+
 func (s *envoyStats) String() string {
 	return fmt.Sprintf("cds updates: %d successful, %d rejected; lds updates: %d successful, %d rejected",
 		s.cdsSuccess, s.cdsRejected, s.ldsSuccess, s.ldsRejected)
@@ -70,11 +83,11 @@ func (a *adminClient) fetch(ctx context.Context) (envoyStats, error) {
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return st, fmt.Errorf("envoy admin stats: %w", err)
+		return st, err // as Istio's pkg/http request (1.30.3): `Get "<url>": <cause>`
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("envoy admin stats: status %s", resp.Status)
+		return st, fmt.Errorf("unexpected status %d", resp.StatusCode) // Istio's pkg/http request
 	}
 	buf := statsBufPool.Get().(*[maxStatsBody]byte)
 	defer statsBufPool.Put(buf)

@@ -29,7 +29,13 @@ type fakeAdmin struct {
 
 func newFakeAdmin(t testing.TB) *fakeAdmin {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newFakeAdminOn(t, "127.0.0.1:0")
+}
+
+// newFakeAdminOn is an Envoy admin stand-in listening only on addr.
+func newFakeAdminOn(t testing.TB, addr string) *fakeAdmin {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

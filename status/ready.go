@@ -22,7 +22,7 @@ type readiness struct {
 	configOK    atomic.Bool // CDS and LDS accepted once: latched (Istio)
 	liveOK      atomic.Bool // LIVE with workers started once: latched (Istio)
 	terminating atomic.Bool
-	lastOK      atomic.Bool // for logging transitions only
+	lastOK      atomic.Bool // the last check succeeded: "ready" is logged once per recovery
 
 	startupOnce sync.Once
 }
@@ -44,6 +44,11 @@ func (r *readiness) check(ctx context.Context) error {
 	if r.admin != nil && !(r.configOK.Load() && r.liveOK.Load()) {
 		st, err := r.admin.fetch(ctx)
 		if err != nil {
+			if r.configOK.Load() {
+				// Istio reads the state with a second query once config has arrived
+				// (status/ready/probe.go checkEnvoyStats at 1.30.3).
+				return fmt.Errorf("failed to get readiness stats: %w", err)
+			}
 			return err
 		}
 		if err := r.checkConfig(&st); err != nil {
@@ -59,7 +64,7 @@ func (r *readiness) check(ctx context.Context) error {
 		}
 	}
 	if r.cfg.DNSEnabled && !r.cfg.DNS.Ready() {
-		return errors.New("DNS lookup table not yet received")
+		return errors.New("istio DNS capture is turned ON and DNS lookup table is not ready yet") // pkg/istio-agent/agent.go Check at 1.30.3
 	}
 	r.startupOnce.Do(r.recordStartup)
 	return nil
@@ -70,14 +75,16 @@ func (r *readiness) checkConfig(st *envoyStats) error {
 		return nil
 	}
 	cds, lds := st.cdsSuccess > 0, st.ldsSuccess > 0
+	// Istio's order (status/ready/probe.go checkConfigStatus at 1.30.3): nothing received first,
+	// then rejections.
 	switch {
 	case cds && lds:
 		r.configOK.Store(true)
 		return nil
-	case st.cdsRejected > 0 || st.ldsRejected > 0:
-		return fmt.Errorf("config received from XDS server, but was rejected: %s", st)
 	case !cds && !lds:
 		return fmt.Errorf("config not received from XDS server (is Istiod running?): %s", st)
+	case st.cdsRejected > 0 || st.ldsRejected > 0:
+		return fmt.Errorf("config received from XDS server, but was rejected: %s", st)
 	default:
 		return fmt.Errorf("config not fully received from XDS server: %s", st)
 	}
@@ -87,12 +94,16 @@ func (r *readiness) checkLive(st *envoyStats) error {
 	if r.liveOK.Load() {
 		return nil
 	}
+	// Istio's checks and messages (status/ready/probe.go checkEnvoyStats and status/util/stats.go
+	// GetReadinessStats at 1.30.3).
 	switch {
 	case !st.stateFound:
-		return errors.New("server.state is not yet updated")
+		return fmt.Errorf("failed to get readiness stats: server.state is not yet updated: %s", st.readinessStats())
+	case !st.workersFound:
+		return fmt.Errorf("failed to get readiness stats: listener_manager.workers_started is not yet updated: %s", st.readinessStats())
 	case st.state != 0:
 		return fmt.Errorf("server is not live, current state is: %s", serverStateName(st.state))
-	case !st.workersFound || st.workersStarted != 1:
+	case st.workersStarted != 1:
 		return errors.New("workers have not yet started")
 	}
 	r.liveOK.Store(true)
@@ -109,16 +120,18 @@ func (r *readiness) recordStartup() {
 		"The time from the process start to the first successful readiness check.").Set(r.cfg.Now().Sub(r.cfg.ProcessStart).Seconds())
 }
 
+// ServeHTTP is /healthz/ready. Every failed check is logged, and the first success after a
+// failure (or the first one), in the default scope, as Istio's handleReadyProbe
+// (pilot/cmd/pilot-agent/status/server.go at 1.30.3).
 func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if err := r.check(req.Context()); err != nil {
-		if r.lastOK.Swap(false) {
-			r.cfg.Logger.Warn("proxy is no longer ready", "reason", err)
-		}
+		r.lastOK.Store(false)
+		r.cfg.Logger.Warn("Envoy proxy is NOT ready: " + err.Error())
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	if !r.lastOK.Swap(true) {
-		r.cfg.Logger.Info("proxy is ready")
+		r.cfg.Logger.Info("Envoy proxy is ready")
 	}
 	w.WriteHeader(http.StatusOK)
 }

@@ -3,13 +3,17 @@ package status
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/wingman-mesh/wingman/internal/istiolog"
 	"github.com/wingman-mesh/wingman/internal/metric"
+	"github.com/wingman-mesh/wingman/internal/syncbuf"
 )
 
 type flag struct{ v atomic.Bool }
@@ -47,10 +51,12 @@ func TestReadinessTransitions(t *testing.T) {
 		want                                string
 	}{
 		{"nothing yet", -1, -1, -1, -1, 2, -1, "config not received from XDS server (is Istiod running?): cds updates: 0 successful, 0 rejected; lds updates: 0 successful, 0 rejected"},
-		{"rejected", 0, 2, 0, 0, 3, 0, "config received from XDS server, but was rejected: cds updates: 0 successful, 2 rejected"},
+		// Istio's order: nothing accepted yet is "not received" even with rejections.
+		{"rejected, none accepted", 0, 2, 0, 0, 3, 0, "config not received from XDS server (is Istiod running?): cds updates: 0 successful, 2 rejected"},
+		{"rejected", 1, 0, 0, 2, 3, 0, "config received from XDS server, but was rejected: cds updates: 1 successful, 0 rejected; lds updates: 0 successful, 2 rejected"},
 		{"partial", 1, 0, 0, 0, 3, 0, "config not fully received from XDS server: cds updates: 1 successful"},
 		{"initializing", 1, 0, 1, 0, 3, 0, "server is not live, current state is: INITIALIZING"},
-		{"no state", 1, 0, 1, 0, -1, 0, "server.state is not yet updated"},
+		{"no state", 1, 0, 1, 0, -1, 0, "failed to get readiness stats: server.state is not yet updated: listener_manager.workers_started: 0\n"},
 		{"no workers", 1, 0, 1, 0, 0, 0, "workers have not yet started"},
 		{"bootstrap", 1, 0, 1, 0, 0, 1, "grpc bootstrap etc/istio/proxy/grpc-bootstrap.json: no such file"},
 	}
@@ -105,7 +111,8 @@ func TestReadinessAdminDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CheckReady(t.Context()); err == nil || !strings.Contains(err.Error(), "envoy admin stats") {
+	// Istio's reason is the HTTP client's error, unwrapped (pkg/http/get.go at 1.30.3).
+	if err := s.CheckReady(t.Context()); err == nil || !strings.HasPrefix(err.Error(), `Get "http://127.0.0.1:`) || !strings.Contains(err.Error(), ": dial tcp 127.0.0.1:") {
 		t.Errorf("admin down: %v", err)
 	}
 }
@@ -208,4 +215,89 @@ func benchGet(b *testing.B, u string) {
 		resp.Body.Close()
 	}
 	client.CloseIdleConnections()
+}
+
+// TestReadinessOnIPv6Loopback: with INSTANCE_IP=fd00::10 in a dual-stack pod, Envoy's admin
+// listens on [::1] only; Istio's agent probes it there (AdminLocalhost) and becomes ready. Real
+// sockets: the stand-in admin listens on [::1] alone, so probing 127.0.0.1 (Wingman's old choice)
+// fails.
+func TestReadinessOnIPv6Loopback(t *testing.T) {
+	if ln, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		ln.Close()
+	}
+	admin := newFakeAdminOn(t, "[::1]:0")
+	admin.set(1, 0, 1, 0, 0, 1)
+	probe := func(host string) error {
+		s, err := New(Config{LocalHost: host, AdminPort: admin.port, ReadinessTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CheckReady(t.Context())
+	}
+	if err := probe(AdminLocalhost(false, "fd00::10")); err != nil {
+		t.Errorf("probing %s: %v", AdminLocalhost(false, "fd00::10"), err)
+	}
+	if err := probe("127.0.0.1"); err == nil {
+		t.Error("the stand-in also answers on 127.0.0.1: the test cannot tell the hosts apart")
+	}
+}
+
+// TestAdminLocalhost: Istio's choice (pilot/cmd/pilot-agent/status/server.go NewServer at 1.30.3).
+func TestAdminLocalhost(t *testing.T) {
+	for _, tc := range []struct {
+		ipv6Only bool
+		ip, want string
+	}{
+		{false, "10.0.0.5", "127.0.0.1"},
+		{false, "fd00::10", "::1"},
+		{false, "::ffff:10.0.0.5", "127.0.0.1"}, // To4() is not nil
+		{false, "fe80::1", "127.0.0.1"},         // link-local unicast
+		{false, "", "127.0.0.1"},
+		{false, "not-an-ip", "127.0.0.1"},
+		{true, "", "::1"},
+		{true, "10.0.0.5", "::1"},
+	} {
+		if got := AdminLocalhost(tc.ipv6Only, tc.ip); got != tc.want {
+			t.Errorf("ipv6Only %v, INSTANCE_IP %q: %s, want %s", tc.ipv6Only, tc.ip, got, tc.want)
+		}
+	}
+}
+
+// TestReadinessLogsAsIstio: every failed /healthz/ready is logged as a warning "Envoy proxy is
+// NOT ready: <reason>" in the default scope, and "Envoy proxy is ready" once per recovery
+// (pilot/cmd/pilot-agent/status/server.go handleReadyProbe at 1.30.3).
+func TestReadinessLogsAsIstio(t *testing.T) {
+	admin := newFakeAdmin(t)
+	var out syncbuf.Buffer
+	logs, err := istiolog.New(istiolog.Options{}, &out, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	s, err := New(Config{AdminPort: admin.port, Logger: logs.Logger(istiolog.DefaultScope)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, stop := serve(t, s)
+	defer stop()
+	ready := func() int { code, _ := get(t, http.MethodGet, base+"/healthz/ready"); return code }
+	admin.set(0, 0, 0, 0, 2, -1)
+	ready()
+	ready()
+	admin.set(1, 0, 1, 0, 0, 1)
+	ready()
+	ready()
+	notReady := "\twarn\tEnvoy proxy is NOT ready: config not received from XDS server (is Istiod running?): cds updates: 0 successful, 0 rejected; lds updates: 0 successful, 0 rejected\n"
+	var got []string
+	for line := range strings.Lines(out.String()) {
+		if _, rest, _ := strings.Cut(line, "\t"); strings.Contains(rest, "Envoy proxy") {
+			got = append(got, "\t"+rest)
+		}
+	}
+	want := []string{notReady, notReady, "\tinfo\tEnvoy proxy is ready\n"}
+	if !slices.Equal(got, want) {
+		t.Errorf("logged\n%q\nwant\n%q", got, want)
+	}
 }

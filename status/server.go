@@ -41,7 +41,7 @@ func New(cfg Config) (*Server, error) {
 		StatusPort:   cfg.Port,
 		DisableHTTP2: cfg.DisableHTTP2Probing,
 		KeepAlive:    cfg.ProbeKeepAlive,
-		Logger:       cfg.Logger,
+		Logger:       cfg.ProbeLogger,
 	})
 	if err != nil {
 		return nil, err
@@ -54,7 +54,8 @@ func New(cfg Config) (*Server, error) {
 		Logger:     cfg.Logger,
 	}
 	if !cfg.NoEnvoy && !cfg.SkipEnvoyStats {
-		mcfg.EnvoyURL = "http://" + net.JoinHostPort(cfg.LocalHost, strconv.Itoa(cfg.EnvoyPrometheusPort)) + "/stats/prometheus"
+		// "localhost", as Istio's handleStats (status/server.go at 1.30.3): either loopback.
+		mcfg.EnvoyURL = "http://" + net.JoinHostPort("localhost", strconv.Itoa(cfg.EnvoyPrometheusPort)) + "/stats/prometheus"
 	}
 	if cfg.NodeType == "" || cfg.NodeType == "sidecar" {
 		targets, err := merge.ParseAnnotations([]byte(cfg.PrometheusAnnotations), cfg.Port)

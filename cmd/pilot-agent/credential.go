@@ -6,6 +6,7 @@ import (
 
 	"github.com/wingman-mesh/wingman/certs/gcetoken"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
+	"github.com/wingman-mesh/wingman/internal/istiolog"
 )
 
 // credentialService fills the token file with the platform's credential when
@@ -20,7 +21,7 @@ func credentialService(a *agent) (*lifecycle.Service, error) {
 	}
 	f, err := gcetoken.New(gcetoken.Config{
 		MetadataHost: a.env.GCEMetadataHost, Audience: a.env.TrustDomain, Path: tokenPath,
-		Log: a.log.With("part", "credential"),
+		Log: a.logger(istiolog.ScopeGCECred),
 	})
 	if err != nil {
 		return nil, err

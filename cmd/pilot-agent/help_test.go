@@ -5,6 +5,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
 )
 
 // subCommands are the commands run dispatches (main.go); help must list and explain each.
@@ -43,39 +47,83 @@ func TestEverySubCommandHasHelp(t *testing.T) {
 	}
 }
 
-// TestLogRotateRefused: Istio's --log_rotate writes a rotating log file and --log_stacktrace_level
-// adds stack traces; Wingman refuses both at start (exit 2) rather than accept them and do nothing.
-func TestLogRotateRefused(t *testing.T) {
-	p := newPod(t, "")
-	for _, flag := range []string{"--log_rotate=/var/log/agent.log", "--log_stacktrace_level=default:error"} {
-		code, _, stderr := p.run(t, "proxy", "sidecar", flag)
-		name, _, _ := strings.Cut(flag, "=")
-		if code != exitUsage || !strings.Contains(stderr, name) || !strings.Contains(stderr, "not supported yet") {
-			t.Errorf("%s: exit %d, stderr %q", flag, code, stderr)
-		}
-		p.nothingStarted(t)
+// TestLogRotateIgnored: Istio's agent has had no --log_rotate* flags since 1.24 (#52451) and
+// ignores them as unknown flags (pilot/cmd/pilot-agent/app/cmd.go FParseErrWhitelist at 1.30.3):
+// Wingman accepts them too, writes nothing rotated, and says so once.
+func TestLogRotateIgnored(t *testing.T) {
+	fs, r := newRootFlagSet("proxy")
+	if err := fs.Parse([]string{"--log_rotate=/var/log/agent.log", "--log_rotate_max_age=3"}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	logs, err := r.newLogger(stdio{out: &out, err: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs.Close()
+	if !strings.Contains(out.String(), "\twarn\t--log_rotate* flags are ignored") {
+		t.Errorf("no warning: %q", out.String())
 	}
 }
 
-// TestLogCaller: --log_caller=default adds the source location to every record, as Istio's.
-func TestLogCaller(t *testing.T) {
+// TestLogFlags: the root logging flags reach the logs as Istio's (internal/istiolog has the
+// format's own tests): --log_caller adds the caller column for the scopes named, or all;
+// --log_as_json; --log_output_level per scope; --log_target may repeat and is not split on commas
+// (a string array in Istio's pkg/log options.go at 1.30.3).
+func TestLogFlags(t *testing.T) {
 	for _, tc := range []struct {
-		spec string
-		want bool
-	}{{"", false}, {"default", true}, {"ads,all", true}, {"ads", false}} {
+		args       []string
+		scope      string
+		want, lose string
+	}{
+		{nil, "default", "\tinfo\thello\n", "help_test.go"},
+		{[]string{"--log_caller=default"}, "default", "\tinfo\tpilot-agent/help_test.go:", ""},
+		{[]string{"--log_caller=ads,all"}, "dns", "\tinfo\tdns\tpilot-agent/help_test.go:", ""},
+		{[]string{"--log_caller=ads"}, "default", "\tinfo\thello", "help_test.go"},
+		{[]string{"--log_as_json"}, "sds", `{"level":"info","time":"`, "\t"},
+		{[]string{"--log_output_level=sds:warn"}, "sds", "", "hello"},
+		{[]string{"--log_output_level=warn"}, "sds", "\tinfo\tsds\thello", ""},
+		{[]string{"--log_target=stderr", "--log_target=stdout"}, "default", "\thello\n", ""},
+	} {
 		fs, r := newRootFlagSet("proxy")
-		if err := fs.Parse([]string{"--log_caller=" + tc.spec}); err != nil {
+		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
-		var out bytes.Buffer
-		log, closeLog, err := r.newLogger(stdio{out: &out, err: &out})
+		var out, errb bytes.Buffer
+		logs, err := r.newLogger(stdio{out: &out, err: &errb})
 		if err != nil {
 			t.Fatal(err)
 		}
-		log.Info("hello")
-		closeLog()
-		if got := strings.Contains(out.String(), "source="); got != tc.want {
-			t.Errorf("--log_caller=%q: source shown %v, want %v: %s", tc.spec, got, tc.want, out.String())
+		logs.Logger(tc.scope).Info("hello")
+		logs.Close()
+		got := out.String()
+		if !strings.Contains(got, tc.want) || (tc.lose != "" && strings.Contains(got, tc.lose)) {
+			t.Errorf("%v: %q, want %q and not %q", tc.args, got, tc.want, tc.lose)
+		}
+		if len(tc.args) == 2 && tc.args[0] == "--log_target=stderr" && errb.String() != got {
+			t.Errorf("two targets: stdout %q, stderr %q", got, errb.String())
 		}
 	}
+	fs, r := newRootFlagSet("proxy")
+	if err := fs.Parse([]string{"--log_target=a,b"}); err != nil || len(r.target) != 1 {
+		t.Errorf("--log_target split on commas: %v %v", r.target, err)
+	}
+}
+
+// TestCompatFlagsComplete: docs/compat.md has a row for every logging flag the root flag set
+// takes, and none for a flag it does not take.
+func TestCompatFlagsComplete(t *testing.T) {
+	fs, _ := newRootFlagSet("pilot-agent")
+	rows := map[string]bool{}
+	for _, r := range options.CompatFlags {
+		rows[r.Name] = true
+		if fs.Lookup(strings.TrimPrefix(r.Name, "--")) == nil {
+			t.Errorf("compat row %s: no such root flag", r.Name)
+		}
+	}
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !rows["--"+f.Name] {
+			t.Errorf("root flag --%s has no row in options.CompatFlags", f.Name)
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wingman-mesh/wingman/capture"
+	"github.com/wingman-mesh/wingman/internal/istiolog"
 )
 
 // iptablesFlag is one of Istio's istio-iptables flags (tools/istio-iptables/pkg/cmd/root.go):
@@ -143,11 +144,12 @@ func runIstioIptables(ctx context.Context, args, environ []string, sio stdio, cl
 	if err != nil {
 		return usageError(sio, "pilot-agent "+use, err)
 	}
-	log, closeLog, err := root.newLogger(sio)
+	logs, err := root.newLogger(sio)
 	if err != nil {
 		return usageError(sio, "pilot-agent "+use, err)
 	}
-	defer closeLog()
+	defer logs.Close()
+	log := logs.Logger(istiolog.DefaultScope)
 	if err := fillFromHost(&opts, fs, environ); err != nil {
 		if !opts.DryRun {
 			fmt.Fprintf(sio.err, "Error: istio-iptables: %v\n", err)

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -179,7 +180,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"request", "--debug-port=8080", "GET", "stats"}, "invalid debug port 8080"},
 		{[]string{"proxy", "gateway"}, "invalid proxy Type: gateway"},
 		{[]string{"proxy", "--concurrency=lots"}, `invalid argument "lots"`},
-		{[]string{"proxy", "--log_output_level=default:loud"}, `invalid level "loud"`},
+		{[]string{"proxy", "--log_output_level=default:loud"}, "--log_output_level: invalid output level 'loud'"},
+		{[]string{"proxy", "--log_stacktrace_level=default:loud"}, "--log_stacktrace_level: invalid output level 'loud'"},
+		{[]string{"proxy", "--log_target=http://collector/x"}, "--log_target \"http://collector/x\""},
 	} {
 		code, _, stderr := p.run(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
@@ -420,6 +423,10 @@ func TestWait(t *testing.T) {
 	code := run(t.Context(), []string{"wait", "--url", srv.URL + "/healthz/ready", "--periodMillis=5"}, nil, &out, &errb)
 	if code != 0 || !strings.Contains(out.String(), "Envoy is ready!") || calls != 3 {
 		t.Errorf("exit %d after %d calls: %q %q", code, calls, out.String(), errb.String())
+	}
+	// Istio's default-scope lines (pilot/cmd/pilot-agent/app/wait.go with pkg/log's defaults at 1.30.3).
+	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z\tinfo\tWaiting for Envoy proxy to be ready \(timeout: 60 seconds\)\.\.\.\n\S+\tinfo\tEnvoy is ready!\n$`).MatchString(out.String()) {
+		t.Errorf("wait's lines: %q", out.String())
 	}
 	out.Reset()
 	code = run(t.Context(), []string{"wait", "--url", srv.URL + "/never", "--periodMillis=5", "--timeoutSeconds=1"}, nil, &out, &errb)

@@ -19,7 +19,9 @@ import (
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/node"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/platform"
+	"github.com/wingman-mesh/wingman/internal/istiolog"
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
+	"github.com/wingman-mesh/wingman/status"
 	"github.com/wingman-mesh/wingman/supervisor"
 	"github.com/wingman-mesh/wingman/transport/istiod"
 )
@@ -92,7 +94,8 @@ type agent struct {
 	renderBootstrap bool                 // the bootstrap is rendered (not a customConfigFile)
 	fips            bool                 // COMPLIANCE_POLICY is fips-140-2: Envoy's google_grpc stays on TLS 1.2
 	dnsOnPort53     bool                 // root and the DNS proxy takes :53 (Envoy then runs as the proxy user)
-	log             *slog.Logger
+	log             *slog.Logger         // the default scope
+	logs            *istiolog.Logs
 	// shutdown begins a graceful shutdown, as SIGTERM does.
 	shutdown context.CancelFunc
 }
@@ -101,6 +104,24 @@ type agent struct {
 // readiness and drain calls must reach it there, dual stack with an IPv6 INSTANCE_IP included.
 func (a *agent) adminHost() string {
 	return bootstrap.AddressFamily(a.identity.IPs, a.env.DualStack).Localhost
+}
+
+// statusLocalHost is where readiness reads Envoy's admin API: Istio's status server choice from
+// the proxy's IP mode and INSTANCE_IP (status.AdminLocalhost).
+func (a *agent) statusLocalHost() string {
+	return status.AdminLocalhost(a.identity.Mode == node.IPv6, a.env.InstanceIP.String())
+}
+
+// logger is the logger of one of Istio's scopes, for the part that writes what Istio's agent
+// writes in that scope (internal/istiolog).
+func (a *agent) logger(scope string) *slog.Logger {
+	switch {
+	case a.logs != nil:
+		return a.logs.Logger(scope)
+	case a.log != nil:
+		return a.log
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // runProxy is `pilot-agent proxy`: parse the command line and environment, resolve the agent's
@@ -122,11 +143,12 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 	if err != nil {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
-	log, closeLog, err := root.newLogger(sio)
+	logs, err := root.newLogger(sio)
 	if err != nil {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
-	defer closeLog()
+	defer logs.Close()
+	log := logs.Logger(istiolog.DefaultScope)
 	setMemoryLimit(env.MemLimitRatio, log)
 
 	// Signals are caught before anything starts, so that an early SIGTERM is a clean stop.
@@ -141,6 +163,7 @@ func runProxy(parent context.Context, args, environ []string, sio stdio) int {
 	if err != nil {
 		return usageError(sio, "pilot-agent proxy", err)
 	}
+	a.logs = logs
 	defer a.platform.Close()
 	p, err := buildParts(ctx, a, sio)
 	if err != nil {
@@ -171,15 +194,21 @@ func setMemoryLimit(ratio float64, log *slog.Logger) {
 	}
 }
 
-// logFlags logs every flag in one record (one write) rather than Istio's line per flag: this is
-// on the start-up path.
+// logFlags logs the flags and the version as Istio's agent does at start (log pipelines built
+// for istio-proxy read these lines); about 60 short writes.
 func logFlags(ctx context.Context, log *slog.Logger, fs *pflag.FlagSet) {
 	if !log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	var b strings.Builder
-	fs.VisitAll(func(f *pflag.Flag) { fmt.Fprintf(&b, " --%s=%q", f.Name, f.Value.String()) })
-	log.Info("FLAGS:"+b.String(), "version", buildVersion())
+	// As Istio's proxy command (pkg/cmd/cmd.go PrintFlags, then "Version" with
+	// pkg/version BuildInfo.String, at 1.30.3): one line per flag, then the version.
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden { // the --log_rotate* flags Istio no longer has
+			log.Info(fmt.Sprintf("FLAG: --%s=%q", f.Name, f.Value.String()))
+		}
+	})
+	b := currentBuild()
+	log.Info("Version " + b.Version + "-" + b.GitRevision + "-" + b.BuildStatus)
 }
 
 // resolveAgent settles everything the parts are built from: the effective ProxyConfig and

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/wingman-mesh/wingman/internal/istiolog"
 )
 
 // rootFlags are Istio's root (logging) flags, accepted on every sub-command.
@@ -21,6 +21,11 @@ type rootFlags struct {
 	rotateMaxAge, rotateMaxSize          int
 	rotateMaxBackups, vklog              int
 }
+
+// logScopes are the scopes the agent logs in (Istio's names; internal/istiolog), with "all".
+var logScopes = []string{istiolog.AllScopes, istiolog.ScopeCA, istiolog.ScopeCache, istiolog.ScopeCitadelClient,
+	istiolog.DefaultScope, istiolog.ScopeDNS, istiolog.ScopeGCECred, istiolog.ScopeGRPC, istiolog.ScopeHealthCheck,
+	istiolog.ScopeKlog, istiolog.ScopeProbes, istiolog.ScopeSDS, istiolog.ScopeWasm, istiolog.ScopeXDSProxy}
 
 // rootValueFlags are root flags that take a value (for finding the sub-command).
 var rootValueFlags = map[string]bool{
@@ -34,18 +39,26 @@ func newRootFlagSet(name string) (*pflag.FlagSet, *rootFlags) {
 	fs.SetOutput(io.Discard)
 	fs.SortFlags = false
 	r := &rootFlags{}
-	fs.StringVar(&r.outputLevel, "log_output_level", "default:info,grpc:none",
-		"comma-separated minimum per-scope logging level, as <scope>:<level>; levels: debug, info, warn, error, fatal, none")
-	fs.StringVar(&r.stacktraceLevel, "log_stacktrace_level", "default:none",
-		"per-scope level at which stack traces are captured: only none is supported (other levels are refused at start)")
-	fs.StringVar(&r.caller, "log_caller", "", "comma-separated scopes for which to include caller information (default or all: source file and line on every record)")
-	fs.StringSliceVar(&r.target, "log_target", []string{"stdout"}, "output paths for logs: stdout, stderr or a file path")
-	fs.BoolVar(&r.asJSON, "log_as_json", false, "output logs as JSON")
-	fs.StringVar(&r.rotate, "log_rotate", "", "rotating log file: refused at start (not supported yet; use --log_target)")
-	fs.IntVar(&r.rotateMaxAge, "log_rotate_max_age", 30, "maximum age in days of a log file (only with --log_rotate)")
-	fs.IntVar(&r.rotateMaxSize, "log_rotate_max_size", 104857600, "maximum size in megabytes of a log file (only with --log_rotate)")
-	fs.IntVar(&r.rotateMaxBackups, "log_rotate_max_backups", 1000, "maximum number of log file backups (only with --log_rotate)")
-	fs.IntVar(&r.vklog, "vklog", 0, "klog verbosity (accepted; the agent writes nothing through klog)")
+	// Istio's pkg/log flags (options.go AttachFlags at 1.30.3); --log_target is a string array
+	// there (no comma splitting), and --log_output_level's own default is empty: the defaults
+	// "default:info,grpc:none" always come first.
+	fs.StringVar(&r.outputLevel, "log_output_level", "",
+		"Comma-separated minimum per-scope logging level of messages to output, in the form of <scope>:<level>,<scope>:<level>,... where scope can be one of ["+
+			strings.Join(logScopes, ", ")+"] and level can be one of [debug, info, warn, error, fatal, none]")
+	fs.StringVar(&r.stacktraceLevel, "log_stacktrace_level", istiolog.DefaultStackTraceLevels,
+		"Comma-separated minimum per-scope logging level at which stack traces are captured, in the form of <scope>:<level>,<scope:level>,...")
+	fs.StringVar(&r.caller, "log_caller", "", "Comma-separated list of scopes for which to include caller information")
+	fs.StringArrayVar(&r.target, "log_target", []string{"stdout"}, "The set of paths where to output the log. This can be any path as well as the special values stdout and stderr")
+	fs.BoolVar(&r.asJSON, "log_as_json", false, "Whether to format output as JSON or in plain console-friendly format")
+	// Istio's agent since 1.24 has no --log_rotate* flags and ignores them as unknown flags.
+	fs.StringVar(&r.rotate, "log_rotate", "", "ignored, as by Istio's agent since 1.24 (log rotation was removed)")
+	fs.IntVar(&r.rotateMaxAge, "log_rotate_max_age", 30, "ignored, as by Istio's agent since 1.24")
+	fs.IntVar(&r.rotateMaxSize, "log_rotate_max_size", 104857600, "ignored, as by Istio's agent since 1.24")
+	fs.IntVar(&r.rotateMaxBackups, "log_rotate_max_backups", 1000, "ignored, as by Istio's agent since 1.24")
+	for _, n := range []string{"log_rotate", "log_rotate_max_age", "log_rotate_max_size", "log_rotate_max_backups"} {
+		fs.Lookup(n).Hidden = true
+	}
+	fs.IntVar(&r.vklog, "vklog", 0, "number for the log level verbosity. Like -v flag. ex: --vklog=9 (klog scope at debug; nothing in the agent logs through klog)")
 	return fs, r
 }
 
@@ -150,105 +163,20 @@ func commandUsage(w io.Writer, use, short string, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, "%s\n\nUsage:\n  pilot-agent %s [flags]\n\nFlags:\n%s%s", short, use, fs.FlagUsages(), exitCodesHelp)
 }
 
-// newLogger builds the agent's logger from the root flags.
-func (r *rootFlags) newLogger(sio stdio) (*slog.Logger, func(), error) {
-	level, err := defaultLevel(r.outputLevel)
+// newLogger configures the agent's logging from the root flags as Istio's log.Configure does
+// (internal/istiolog): Istio's line format, scopes and levels. The caller closes the Logs.
+func (r *rootFlags) newLogger(sio stdio) (*istiolog.Logs, error) {
+	logs, err := istiolog.New(istiolog.Options{
+		OutputLevels: r.outputLevel, StackTraceLevels: r.stacktraceLevel, Callers: r.caller,
+		Targets: r.target, JSON: r.asJSON, KlogVerbose: r.vklog != 0,
+	}, sio.out, sio.err)
 	if err != nil {
-		return nil, nil, err
+		return nil, usageErr{err.Error()}
 	}
-	if r.rotate != "" {
-		// Istio's agent also writes a rotating file; silently not doing so would lose the logs.
-		return nil, nil, usageErr{fmt.Sprintf("--log_rotate=%s is not supported yet (use --log_target with a file path)", r.rotate)}
+	if r.rotate != "" || r.rotateMaxAge != 30 || r.rotateMaxSize != 104857600 || r.rotateMaxBackups != 1000 {
+		// Istio dropped log rotation in 1.24 (#52451); its agent takes the flags as unknown ones and
+		// ignores them (cmd.go FParseErrWhitelist at 1.30.3). Said once rather than silently.
+		logs.Logger(istiolog.DefaultScope).Warn("--log_rotate* flags are ignored, as Istio's agent ignores them since 1.24 (log rotation was removed)")
 	}
-	w, closeFn := sio.out, func() {}
-	if len(r.target) > 0 {
-		switch t := r.target[0]; t {
-		case "stdout", "":
-		case "stderr":
-			w = sio.err
-		default:
-			f, err := os.OpenFile(t, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-			if err != nil {
-				return nil, nil, fmt.Errorf("--log_target %s: %w", t, err)
-			}
-			w, closeFn = f, func() { f.Close() }
-		}
-	}
-	if err := stacktraceNone(r.stacktraceLevel); err != nil {
-		closeFn()
-		return nil, nil, err
-	}
-	if level == levelNone {
-		return slog.New(slog.DiscardHandler), closeFn, nil
-	}
-	opts := &slog.HandlerOptions{Level: level, AddSource: callerScopes(r.caller)}
-	if r.asJSON {
-		return slog.New(slog.NewJSONHandler(w, opts)), closeFn, nil
-	}
-	return slog.New(slog.NewTextHandler(w, opts)), closeFn, nil
-}
-
-const levelNone = slog.Level(100)
-
-// defaultLevel reads the "default" scope (or a bare level) of an Istio --log_output_level.
-func defaultLevel(spec string) (slog.Level, error) {
-	level := slog.LevelInfo
-	for part := range strings.SplitSeq(spec, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		scope, lv, ok := strings.Cut(part, ":")
-		if !ok {
-			scope, lv = "default", part
-		}
-		var l slog.Level
-		switch lv {
-		case "debug":
-			l = slog.LevelDebug
-		case "info":
-			l = slog.LevelInfo
-		case "warn", "warning":
-			l = slog.LevelWarn
-		case "error", "fatal":
-			l = slog.LevelError
-		case "none":
-			l = levelNone
-		default:
-			return 0, usageErr{fmt.Sprintf("--log_output_level: invalid level %q in %q (want debug, info, warn, error, fatal or none)", lv, part)}
-		}
-		if scope == "default" {
-			level = l
-		}
-	}
-	return level, nil
-}
-
-// callerScopes reports whether --log_caller names the agent's one scope ("default", or "all").
-func callerScopes(spec string) bool {
-	for scope := range strings.SplitSeq(spec, ",") {
-		if s := strings.TrimSpace(scope); s == "default" || s == "all" {
-			return true
-		}
-	}
-	return false
-}
-
-// stacktraceNone refuses a --log_stacktrace_level that asks for stack traces (not supported yet):
-// every scope's level must be none.
-func stacktraceNone(spec string) error {
-	for part := range strings.SplitSeq(spec, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		_, lv, ok := strings.Cut(part, ":")
-		if !ok {
-			lv = part
-		}
-		if lv != "none" {
-			return usageErr{fmt.Sprintf("--log_stacktrace_level=%s: stack traces in logs are not supported yet (only none)", spec)}
-		}
-	}
-	return nil
+	return logs, nil
 }

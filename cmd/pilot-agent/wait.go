@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/wingman-mesh/wingman/internal/istiolog"
 )
 
 type waitFlags struct {
@@ -42,7 +44,16 @@ func runWait(ctx context.Context, args []string, sio stdio) int {
 	if w.timeoutSeconds <= 0 || w.requestTimeoutMillis <= 0 || w.periodMillis <= 0 {
 		return usageError(sio, "pilot-agent wait", fmt.Errorf("--timeoutSeconds, --requestTimeoutMillis and --periodMillis must be positive"))
 	}
-	fmt.Fprintf(sio.out, "Waiting for Envoy proxy to be ready (timeout: %d seconds)...\n", w.timeoutSeconds)
+	// Istio's wait logs with pkg/log's defaults (only proxy and istio-iptables apply the root
+	// log flags: pilot/cmd/pilot-agent/app/cmd.go and wait.go at 1.30.3), so its lines are
+	// Istio's default-scope lines on stdout.
+	logs, err := istiolog.New(istiolog.Options{}, sio.out, sio.err)
+	if err != nil {
+		return usageError(sio, "pilot-agent wait", err)
+	}
+	defer logs.Close()
+	log := logs.Logger(istiolog.DefaultScope)
+	log.Info(fmt.Sprintf("Waiting for Envoy proxy to be ready (timeout: %d seconds)...", w.timeoutSeconds))
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(w.timeoutSeconds)*time.Second)
 	defer cancel()
 	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
@@ -54,15 +65,19 @@ func runWait(ctx context.Context, args []string, sio stdio) int {
 	for {
 		err := probe(ctx, client, w.url)
 		if err == nil {
-			fmt.Fprintln(sio.out, "Envoy is ready!")
+			log.Info("Envoy is ready!")
 			return 0
 		}
 		if last == nil || ctx.Err() == nil { // keep the last real answer, not our own deadline
 			last = err
+			log.Debug("Not ready yet: " + err.Error())
 		}
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(sio.err, "Error: timeout waiting for Envoy proxy to become ready. Last error: %v\n", last)
+			// As Istio: cobra prints the error to stderr, main logs it (pilot-agent/main.go).
+			msg := fmt.Sprintf("timeout waiting for Envoy proxy to become ready. Last error: %v", last)
+			fmt.Fprintf(sio.err, "Error: %s\n", msg)
+			log.Error(msg)
 			return exitFailure
 		case <-period.C:
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wingman-mesh/wingman/cache"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
+	"github.com/wingman-mesh/wingman/internal/istiolog"
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/mux"
 )
@@ -36,7 +37,7 @@ func (a *agent) wasmParts(reg *metric.Registry) (mux.Rewriter, []lifecycle.Servi
 		InsecureRegistries:    env.WasmInsecureRegistries,
 		MaxModuleBytes:        int64(env.WasmMaxBinarySize),
 		BlockedCIDRs:          env.BlockedCIDRsInWasmFetch,
-		Logger:                a.log.With("part", "wasm"),
+		Logger:                a.logger(istiolog.ScopeWasm),
 		Registerer:            reg,
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/options"
 	"github.com/wingman-mesh/wingman/dns"
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/istiolog"
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 	"github.com/wingman-mesh/wingman/mux"
@@ -86,7 +87,7 @@ func partServices(a *agent, envoy *supervisor.Supervisor) ([]lifecycle.Service, 
 			Addr: env.DNSProxyAddr, ResolvConf: resolvConfPath, Namespace: env.PodNamespace,
 			Domain: a.identity.DNSDomain, ForwardTimeout: env.DNSForwardTimeout, ForwardParallel: env.DNSForwardParallel,
 			AutoAllocate: env.Meta["DNS_AUTO_ALLOCATE"] == "true",
-			Logger:       a.log.With("part", "dns"), Registerer: reg,
+			Logger:       a.logger(istiolog.ScopeDNS), Registerer: reg,
 		}.Port53(os.Getuid(), dns.AltResolvConf)
 		if warn != "" {
 			a.log.Error(warn)
@@ -149,17 +150,7 @@ func partServices(a *agent, envoy *supervisor.Supervisor) ([]lifecycle.Service, 
 
 	var envoyReady health.Prober
 	if s.StatusPort != 0 {
-		stCfg := status.Config{
-			Port: s.StatusPort, AdminPort: s.ProxyAdminPort, EnvoyPrometheusPort: env.EnvoyPrometheusPort,
-			NoEnvoy: env.DisableEnvoy, SkipEnvoyStats: !env.MergeEnvoyStats, NodeType: a.identity.Type,
-			AppProbers: env.KubeAppProbers, DisableHTTP2Probing: !env.EnableHTTP2Probing,
-			ProbeKeepAlive: env.EnableProbeKeepalive, PrometheusAnnotations: env.PrometheusAnnotations,
-			MetricsLocalhostOnly: env.MetricsLocalhostAccessOnly, Profiling: a.flags.profiling,
-			GRPCBootstrapPath: env.GRPCXDSBootstrap, CheckGRPCBootstrap: bootstrap.ProbeGRPCBootstrap,
-			Lifecycle: agentLifecycle{envoy: envoy, shutdown: a.shutdown}, Gatherer: reg, Registerer: prefixed, ProcessStart: processStart,
-			Logger: a.log.With("part", "status"),
-		}
-		stCfg.ProbeTargetHost = status.ProbeTarget(env.InstanceIP, env.RewriteProbeLegacyLocalhost)
+		stCfg := a.statusConfig(agentLifecycle{envoy: envoy, shutdown: a.shutdown}, reg, prefixed)
 		if dnsServer != nil {
 			stCfg.DNSEnabled, stCfg.DNS, stCfg.NDSZ = true, dnsServer, dnsServer.NDSZ
 		}
@@ -187,6 +178,24 @@ func sdsSocketPath(env *options.Env) string {
 		socketFile = "socket"
 	}
 	return filepath.Join(sdsSocketDir, socketFile)
+}
+
+// statusConfig is the status server's configuration from the agent's settings.
+func (a *agent) statusConfig(lc status.Lifecycle, reg, prefixed *metric.Registry) status.Config {
+	env, s := a.env, a.settings
+	c := status.Config{
+		Port: s.StatusPort, AdminPort: s.ProxyAdminPort, EnvoyPrometheusPort: env.EnvoyPrometheusPort,
+		NoEnvoy: env.DisableEnvoy, SkipEnvoyStats: !env.MergeEnvoyStats, NodeType: a.identity.Type,
+		AppProbers: env.KubeAppProbers, DisableHTTP2Probing: !env.EnableHTTP2Probing,
+		ProbeKeepAlive: env.EnableProbeKeepalive, PrometheusAnnotations: env.PrometheusAnnotations,
+		MetricsLocalhostOnly: env.MetricsLocalhostAccessOnly, Profiling: a.flags.profiling,
+		GRPCBootstrapPath: env.GRPCXDSBootstrap, CheckGRPCBootstrap: bootstrap.ProbeGRPCBootstrap,
+		Lifecycle: lc, Gatherer: reg, Registerer: prefixed, ProcessStart: processStart,
+		Logger: a.log, ProbeLogger: a.logger(istiolog.ScopeProbes), // Istio's status server: default and probes
+	}
+	c.ProbeTargetHost = status.ProbeTarget(env.InstanceIP, env.RewriteProbeLegacyLocalhost)
+	c.LocalHost = a.statusLocalHost()
+	return c
 }
 
 // probeSDSSocket decides, as Istio does, whether another SDS server (SPIRE) already answers on
@@ -219,7 +228,7 @@ func (a *agent) certParts(reg *metric.Registry) (*certs.Manager, *certs.Server, 
 		OutputCertsDir: env.OutputCerts,
 		FileCertDirs:   []string{"./etc/certs", "./var/run/secrets/workload-spiffe-credentials"},
 		FileDebounce:   env.FileDebounceDuration, SDSSocketPath: sdsPath, ServeOnlyFiles: serveOnlyFiles,
-		Logger: a.log, Registerer: reg,
+		Logger: a.logger(istiolog.ScopeCache), SDSLogger: a.logger(istiolog.ScopeSDS), Registerer: reg,
 	}
 	if env.ECCSignatureAlgorithm == "ECDSA" {
 		cfg.KeyType = certs.KeyECDSA
@@ -285,7 +294,7 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server, 
 		ReportHealth: a.proxyConfig.GetReadinessProbe() != nil,
 		Downstream: mux.DownstreamLimits{MaxRecvMsgBytes: env.GRPCMaxRecvMsgSize, MaxConcurrentStreams: uint32(env.GRPCMaxStreams),
 			KeepaliveTime: env.GRPCKeepaliveInterval, KeepaliveTimeout: env.GRPCKeepaliveTimeout},
-		Logger: a.log.With("part", "xds-proxy"), Registerer: reg,
+		Logger: a.logger(istiolog.ScopeXDSProxy), Registerer: reg,
 	})
 }
 
@@ -309,7 +318,7 @@ func (a *agent) bootstrapConfig() bootstrap.Config {
 	c.FIPS = a.fips
 	c.OutlierLogPath = a.flags.outlierLogPath
 	c.FileCredential = a.serveOnlyFiles
-	c.Logger = a.log.With("part", "bootstrap")
+	c.Logger = a.log
 	bootstrapFacts(a, &c)
 	return c
 }

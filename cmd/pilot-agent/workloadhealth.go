@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
+	"github.com/wingman-mesh/wingman/internal/istiolog"
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 	"github.com/wingman-mesh/wingman/mux"
 	"github.com/wingman-mesh/wingman/status/health"
@@ -29,7 +30,7 @@ func healthService(a *agent, proxy *mux.Proxy, envoy health.Prober) (*lifecycle.
 		Timeout:          time.Duration(rp.GetTimeoutSeconds()) * time.Second,
 		Period:           time.Duration(rp.GetPeriodSeconds()) * time.Second,
 		SuccessThreshold: int(rp.GetSuccessThreshold()), FailureThreshold: int(rp.GetFailureThreshold()),
-		Envoy: envoy, App: app, Report: proxy.ReportHealth, Log: a.log.With("part", "workload-health"),
+		Envoy: envoy, App: app, Report: proxy.ReportHealth, Log: a.logger(istiolog.ScopeHealthCheck),
 	})
 	if err != nil {
 		return nil, err

@@ -2,10 +2,14 @@ package probe
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/wingman-mesh/wingman/transport/h2grpc"
 )
@@ -38,7 +42,7 @@ func (p *grpcProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer c.Close()
 	s, err := c.HealthCheck(ctx, p.action.GRPC.Service)
 	if err != nil {
-		p.log.Debug("app grpc probe failed", "path", p.action.Path, "addr", addr, "error", err)
+		p.log.Error(grpcFailure(err))
 		http.Error(w, "grpc probe "+addr+": "+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -47,4 +51,18 @@ func (p *grpcProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// grpcFailure is Istio's line for a failed gRPC probe (pilot/cmd/pilot-agent/status/server.go
+// handleAppProbeGRPC at 1.30.3, after Kubernetes' grpc prober).
+func grpcFailure(err error) string {
+	if st, ok := status.FromError(err); ok {
+		switch st.Code() {
+		case codes.Unimplemented:
+			return fmt.Sprintf("server does not implement the grpc health protocol (grpc.health.v1.Health): %v", err)
+		case codes.DeadlineExceeded:
+			return fmt.Sprintf("grpc request not finished within timeout: %v", err)
+		}
+	}
+	return fmt.Sprintf("grpc probe failed: %v", err)
 }

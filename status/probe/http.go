@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -114,7 +115,8 @@ func (p *httpProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		p.log.Debug("app probe failed", "path", p.action.Path, "url", p.url, "error", err)
+		// Istio's line and level (pilot/cmd/pilot-agent/status/server.go handleAppProbeHTTPGet at 1.30.3).
+		p.log.Error(fmt.Sprintf("Request to probe app failed: %v, original URL path = %v\napp URL path = %v", err, p.action.Path, p.action.HTTP.Path))
 		http.Error(w, "probe failed: "+err.Error(), http.StatusInternalServerError)
 		return
 	}

@@ -24,7 +24,8 @@ type Config struct {
 	KeepAlive bool
 	// NoSourceAddress dials from the kernel's chosen source instead of trying 127.0.0.6 first.
 	NoSourceAddress bool
-	// Logger receives probe failures at debug level; nil discards.
+	// Logger receives failed HTTP and gRPC probes at error level in Istio's words (TCP failures,
+	// which Istio does not log, at debug); nil discards.
 	Logger *slog.Logger
 }
 

@@ -60,7 +60,7 @@ var Compat = []CompatRow{
 	// Identity and control plane.
 	{"POD_NAME", KindEnv, Same, "node ID `<type>~<ip>~<POD_NAME>.<POD_NAMESPACE>~<domain>`", []string{"TestDiscover", "TestProxyLifecycle"}},
 	{"POD_NAMESPACE", KindEnv, Same, "node ID, default DNS domain, CSR identity; empty without FILE_MOUNTED_CERTS stops the start naming it (Istio fails later, at the CA)", []string{"TestDiscover", "TestProxyLifecycle", "TestEmptyIdentityNamed"}},
-	{"INSTANCE_IP", KindEnv, Same, "first in the node's IP list", []string{"TestDiscover", "TestProxyLifecycle"}},
+	{"INSTANCE_IP", KindEnv, Same, "first in the node's IP list; an IPv6 one (not link-local) makes readiness read Envoy's admin on ::1, as Istio's status server", []string{"TestDiscover", "TestProxyLifecycle", "TestReadinessProbesWhereEnvoyListens", "TestAdminLocalhost"}},
 	{"SERVICE_ACCOUNT", KindEnv, Same, "SPIFFE identity in the CSR; bootstrap metadata; empty without FILE_MOUNTED_CERTS stops the start naming it and the token (Istio fails later, at the CA)", []string{"TestStartup", "TestGoldens", "TestEmptyIdentityNamed", "TestCASettingsEndToEnd"}},
 	{"HOST_IP", KindEnv, Same, "substituted for `$(HOST_IP)` in tracer addresses and ISTIO_BOOTSTRAP_OVERRIDE", []string{"TestBootstrapOverrideJSON", "TestGoldens"}},
 	{"PROXY_CONFIG", KindEnv, Same, "layered between the mesh file and the pod annotation, as Istio; an unknown field is logged with its name and skipped, as Istio", []string{"TestPrecedence", "TestUnknownFieldTolerated", "TestConflictingSettings"}},
@@ -238,12 +238,19 @@ exists.
 | Setting | Kind | Wingman | Note | Tests |
 |---|---|---|---|---|
 `)
-	for _, r := range Compat {
-		tests := strings.Join(r.Tests, ", ")
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.Name, r.Kind, r.Status,
-			strings.ReplaceAll(r.Note, "|", `\|`), tests)
-	}
+	writeRows(&b, Compat)
+	b.WriteString("\n## Logging flags\n\nIstio's root flags of its pkg/log, accepted by every sub-command. Wingman writes Istio's\n" +
+		"log lines (`internal/istiolog`).\n\n| Flag | Kind | Wingman | Note | Tests |\n|---|---|---|---|---|\n")
+	writeRows(&b, CompatFlags)
 	b.WriteString("\n" + SupportMatrix)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func writeRows(b *strings.Builder, rows []CompatRow) {
+	for _, r := range rows {
+		tests := strings.Join(r.Tests, ", ")
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s |\n", r.Name, r.Kind, r.Status,
+			strings.ReplaceAll(r.Note, "|", `\|`), tests)
+	}
 }
