@@ -112,6 +112,7 @@ var Compat = []CompatRow{
 	{"AUTOMEMLIMIT", KindEnv, Same, "share of the cgroup memory limit set as GOMEMLIMIT (Istio uses automemlimit, default 0.9)", []string{"TestMemLimitRatio", "TestApplyMemoryLimit"}},
 	{"WINGMAN_XDS_CLOSE_ON_UPSTREAM_LOSS", KindEnv, WingmanOnly, "`true` closes Envoy's stream when istiod's goes away, as Istio's agent always does", []string{"TestCloseOnUpstreamLoss"}},
 	{"WINGMAN_XDS_MAX_MESSAGE_BYTES", KindEnv, WingmanOnly, "largest xDS message the proxy accepts", nil},
+	{"WINGMAN_LAST_STATE", KindEnv, WingmanOnly, "`true` (env or proxyMetadata) keeps `./etc/istio/proxy/wingman-last-state.snap` (0600, on a tmpfs only: refused naming the directory otherwise) of the xDS responses Envoy and proxyless gRPC clients last ACKed and the workload certificate, key and roots; at a start when Istiod cannot be reached within 500 ms it serves them, if the snapshot is this pod's and its certificate valid and verified, until Istiod answers (see the README's Last state)", []string{"TestLastStateRestoresWithoutIstiod", "TestLastStateOffByDefault"}},
 	{"ENVOY_SKIP_DEPRECATED_LOGS", KindEnv, Same, "--skip-deprecated-logs", []string{"TestArgsMatchIstio", "TestProxyLifecycle"}},
 	{"DISABLE_ENVOY", KindEnv, Same, "no Envoy and no SDS server, certificates to OUTPUT_CERTS; readiness waits for the certificate files, as Istio", []string{"TestReadinessNoEnvoyWaitsForCertificates"}},
 	{"ISTIO_CPU_LIMIT", KindEnv, Same, "Envoy concurrency when ProxyConfig sets none; --concurrency wins", []string{"TestConcurrencyRules"}},
