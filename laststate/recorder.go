@@ -402,7 +402,7 @@ func (r *Recorder) answer(s *streamRec, typeURL, nonce string, accepted bool) {
 	if idx < 0 {
 		return
 	}
-	upto := list[:idx+1]
+	upto := slices.Clone(list[:idx+1]) // Delete below clears the tail of list
 	s.pending[typeURL] = slices.Delete(list, 0, idx+1)
 	if !accepted || s.broken {
 		removeAll(upto)

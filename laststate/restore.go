@@ -181,6 +181,9 @@ type Source struct {
 
 // NewSource serves s (already Checked).
 func NewSource(s *Snapshot, reg *metric.Registry, log *slog.Logger) *Source {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	src := &Source{log: log, resp: map[streamKey]map[string][][]byte{},
 		gauge: reg.Gauge("wingman_last_state_serving_restored", "1 while the xDS proxy serves configuration and the certificate restored from the last-state snapshot, until Istiod is reached.")}
 	for _, st := range s.Streams {
