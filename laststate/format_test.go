@@ -91,7 +91,9 @@ func TestCheck(t *testing.T) {
 		edit func(s *Snapshot, id *Identity, at *time.Time)
 		want string
 	}{
-		{"foreign node", func(s *Snapshot, id *Identity, _ *time.Time) { id.NodeID = "sidecar~10.0.0.2~app-2.ns~ns.svc.cluster.local" }, "another workload"},
+		{"foreign node", func(s *Snapshot, id *Identity, _ *time.Time) {
+			id.NodeID = "sidecar~10.0.0.2~app-2.ns~ns.svc.cluster.local"
+		}, "another workload"},
 		{"foreign namespace", func(s *Snapshot, id *Identity, _ *time.Time) { id.Namespace = "other" }, "another workload"},
 		{"foreign service account", func(s *Snapshot, id *Identity, _ *time.Time) { id.ServiceAccount = "other" }, "another workload"},
 		{"foreign trust domain", func(s *Snapshot, id *Identity, _ *time.Time) { id.TrustDomain = "other.local" }, "another workload"},
@@ -105,7 +107,9 @@ func TestCheck(t *testing.T) {
 			other.ServiceAccount = "other"
 			s.Certs = workloadCerts(t, ca, other)
 		}, "does not name spiffe://cluster.local/ns/ns/sa/app"},
-		{"response of another type", func(s *Snapshot, _ *Identity, _ *time.Time) { s.Streams[0].Responses[0].TypeURL = fastpath.ListenerType }, "recorded as"},
+		{"response of another type", func(s *Snapshot, _ *Identity, _ *time.Time) {
+			s.Streams[0].Responses[0].TypeURL = fastpath.ListenerType
+		}, "recorded as"},
 		{"malformed response", func(s *Snapshot, _ *Identity, _ *time.Time) { s.Streams[0].Responses[0].Data = []byte{0xff, 0xff} }, "snapshot response"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -63,10 +63,10 @@ type Recorder struct {
 	wake    chan struct{} // capacity 1
 
 	// Owned by the Run goroutine.
-	keys    map[streamKey]*keyState
-	seq     int
-	dirty   bool
-	tooBig  bool // the last snapshot was over the bound (warned once until it fits again)
+	keys   map[streamKey]*keyState
+	seq    int
+	dirty  bool
+	tooBig bool // the last snapshot was over the bound (warned once until it fits again)
 }
 
 type recorderMetrics struct {

@@ -31,7 +31,10 @@ const token = "laststate-token"
 
 type tWriter struct{ t *testing.T }
 
-func (w tWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+func (w tWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
 
 // clustersOf builds n clusters of about size bytes in all, tagged with gen in their EDS service
 // name (so a client can tell which push a cluster came from).
