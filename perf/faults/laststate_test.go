@@ -13,6 +13,21 @@ import (
 	"github.com/wingman-mesh/wingman/perf"
 )
 
+// bigPush pushes 10 MB of clusters (forwarded cut-through, and with the setting on spooled as it
+// passes) and returns its version and the agent's memory once the stand-in has it: RssAnon and
+// the live heap after a GC.
+func bigPush(ctx context.Context, r *Rig) (string, string, error) {
+	v := r.Push(100, 10<<20, "big-")
+	if _, err := waitVersion(ctx, r, 0, v); err != nil {
+		return v, "", err
+	}
+	m, err := r.Read(ctx, true)
+	if err != nil {
+		return v, "", err
+	}
+	return v, fmt.Sprintf("10 MB push %s: agent RssAnon %d KiB, live heap %d KiB", v, m.AnonKB, m.HeapAlloc>>10), nil
+}
+
 // restartedConfig waits, after mark, for the stand-in's clusters at version v, its listeners and
 // its workload certificate, and returns when the last of them arrived.
 func restartedConfig(ctx context.Context, r *Rig, mark int, v string) (time.Time, error) {
@@ -71,7 +86,15 @@ func lastState(t *testing.T, w *world) {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
-	if err := waitSnapshot(ctx, r, "cds-1"); err != nil {
+	big, mem, err := bigPush(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitSnapshot(ctx, r, big); err != nil {
+		t.Fatal(err)
+	}
+	memAfter, err := r.Read(ctx, true)
+	if err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(filepath.Join(r.ProxyDir(), laststate.FileName))
@@ -88,7 +111,7 @@ func lastState(t *testing.T, w *world) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	liveCfg, err := restartedConfig(ctx, r, mark, "cds-1")
+	liveCfg, err := restartedConfig(ctx, r, mark, big)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +131,7 @@ func lastState(t *testing.T, w *world) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	restoredCfg, err := restartedConfig(ctx, r, mark, "cds-1")
+	restoredCfg, err := restartedConfig(ctx, r, mark, big)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +140,10 @@ func lastState(t *testing.T, w *world) {
 		t.Fatal(err)
 	}
 	restoredCfgD, restoredReadyD := restoredCfg.Sub(t0), restoredReady.Sub(t0)
+	memRestored, err := r.Read(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
 	logLines := strings.Count(r.out.Last(200), "serving the last-state snapshot until Istiod answers")
 
 	// Istiod back with a newer version.
@@ -148,9 +175,9 @@ func lastState(t *testing.T, w *world) {
 		fails = append(fails, fmt.Sprintf("%d Envoy resets", resets))
 	}
 	w.add(t, row{"last_state (WINGMAN_LAST_STATE on: Istiod down, agent and Envoy killed and started again)",
-		fmt.Sprintf("snapshot %d B (mode %v); Istiod down: clusters, listeners and certificate at the stand-in %v after the start, ready %v (Istiod up: %v and %v); Istiod back with %s: at the stand-in after %v, versions %v, stale %d, Envoy resets %d",
-			st.Size(), st.Mode().Perm(), restoredCfgD.Round(time.Millisecond), restoredReadyD.Round(time.Millisecond),
-			liveCfgD.Round(time.Millisecond), liveReadyD.Round(time.Millisecond), v, handover.Round(time.Millisecond), versions, stale(versions), resets),
+		fmt.Sprintf("%s; snapshot %d B (mode %v), agent after it was written: RssAnon %d KiB, live heap %d KiB; Istiod down: clusters, listeners and certificate at the stand-in %v after the start, ready %v (Istiod up: %v and %v), agent serving it: RssAnon %d KiB, live heap %d KiB; Istiod back with %s: at the stand-in after %v, versions %v, stale %d, Envoy resets %d",
+			mem, st.Size(), st.Mode().Perm(), memAfter.AnonKB, memAfter.HeapAlloc>>10, restoredCfgD.Round(time.Millisecond), restoredReadyD.Round(time.Millisecond),
+			liveCfgD.Round(time.Millisecond), liveReadyD.Round(time.Millisecond), memRestored.AnonKB, memRestored.HeapAlloc>>10, v, handover.Round(time.Millisecond), versions, stale(versions), resets),
 		"config and certificate ≤ 1 s after the start, ready as with Istiod up, 0 resets, 0 stale", verdict(fails)})
 	if len(fails) > 0 {
 		logResets(t, r)
@@ -170,6 +197,10 @@ func lastStateOff(t *testing.T, w *world) {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
+	_, mem, err := bigPush(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.StopCP()
 	if err := r.KillAgent(ctx); err != nil {
 		t.Fatal(err)
@@ -190,7 +221,7 @@ func lastStateOff(t *testing.T, w *world) {
 	if err := r.ServeCP(0); err != nil {
 		t.Fatal(err)
 	}
-	e, err := waitVersion(ctx, r, mark, "cds-1")
+	e, err := waitVersion(ctx, r, mark, "cds-2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +237,8 @@ func lastStateOff(t *testing.T, w *world) {
 		fails = append(fails, fmt.Sprintf("%d Envoy resets", resets))
 	}
 	w.add(t, row{"last_state_off (the default: the same restart without the setting)",
-		fmt.Sprintf("no snapshot file (%v); nothing at the stand-in during 3 s of Istiod down; clusters %v after Istiod is back; Envoy resets %d",
-			snapErr != nil, e.Time().Sub(back).Round(time.Millisecond), resets),
+		fmt.Sprintf("%s; no snapshot file (%v); nothing at the stand-in during 3 s of Istiod down; clusters %v after Istiod is back; Envoy resets %d",
+			mem, snapErr != nil, e.Time().Sub(back).Round(time.Millisecond), resets),
 		"as today: no snapshot, nothing served until Istiod is back", verdict(fails)})
 	if len(fails) > 0 {
 		t.Error(verdict(fails))
