@@ -2,6 +2,7 @@ package laststate
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -45,10 +46,20 @@ type Certs struct {
 	Chain, Key, Roots []byte
 }
 
-// Response is one response a client ACKed, as forwarded.
+// Response is one response a client ACKed, as forwarded: its bytes in Data (Decode) or, for a
+// snapshot opened with Load, in the file at off (read with Snapshot.Open).
 type Response struct {
 	TypeURL, Version string
 	Data             []byte
+	off, size        int64
+}
+
+// Size is the response's length in bytes.
+func (r Response) Size() int64 {
+	if r.Data != nil {
+		return int64(len(r.Data))
+	}
+	return r.size
 }
 
 // Stream is what one client stream (by protocol and node id) last accepted, per type; for Delta
@@ -65,6 +76,27 @@ type Snapshot struct {
 	Written  time.Time
 	Certs    Certs
 	Streams  []Stream
+
+	file io.ReaderAt // Load's: where the responses' bytes are; nil when they are in Data
+	cls  io.Closer
+}
+
+// Open returns a reader of a response's bytes.
+func (s *Snapshot) Open(r Response) io.Reader {
+	if s.file == nil || r.Data != nil {
+		return bytes.NewReader(r.Data)
+	}
+	return io.NewSectionReader(s.file, r.off, r.size)
+}
+
+// Close releases the file of a snapshot opened with Load.
+func (s *Snapshot) Close() error {
+	if s.cls == nil {
+		return nil
+	}
+	err := s.cls.Close()
+	s.cls, s.file = nil, nil
+	return err
 }
 
 // encoder writes a snapshot, record by record, through the checksum.
@@ -193,7 +225,11 @@ var (
 // Decode reads a whole snapshot of size bytes from r. It refuses one above max, of another
 // format version, cut short, or whose checksum or records do not hold, and returns nothing of
 // it then: a snapshot is used whole or not at all.
-func Decode(r io.Reader, size, max int64) (*Snapshot, error) {
+func Decode(r io.Reader, size, max int64) (*Snapshot, error) { return decode(r, size, max, true) }
+
+// decode is Decode; without keep, response bytes are passed through the checksum and only their
+// place in the file is kept (a large configuration is never read whole into memory).
+func decode(r io.Reader, size, max int64, keep bool) (*Snapshot, error) {
 	if size > max {
 		return nil, fmt.Errorf("%w: %d bytes, bound %d", ErrOversized, size, max)
 	}
@@ -224,6 +260,17 @@ func Decode(r io.Reader, size, max int64) (*Snapshot, error) {
 		}
 		if n > uint64(d.left) {
 			return nil, fmt.Errorf("%w: record of %d bytes with %d left", ErrTruncated, n, d.left)
+		}
+		if tag == tagResponse && !keep {
+			if cur == nil {
+				return nil, fmt.Errorf("%w: bad response record", ErrCorrupt)
+			}
+			resp, err := d.indexResponse(int64(n), size)
+			if err != nil {
+				return nil, err
+			}
+			cur.Responses = append(cur.Responses, resp)
+			continue
 		}
 		// The payload is read before its checksum is known; its length is bounded by the file.
 		p := make([]byte, n)
@@ -301,6 +348,37 @@ func (d *decoder) full(p []byte) error {
 		return fmt.Errorf("%w: %v", ErrTruncated, err)
 	}
 	return nil
+}
+
+// indexResponse reads a response record's type URL and version and passes its bytes through the
+// checksum, keeping only where they are.
+func (d *decoder) indexResponse(n, size int64) (Response, error) {
+	start := d.left
+	var fields [2][]byte
+	for i := range fields {
+		l, err := d.uvarint()
+		if err != nil {
+			return Response{}, err
+		}
+		if l > uint64(n-(start-d.left)) {
+			return Response{}, fmt.Errorf("%w: bad response record", ErrCorrupt)
+		}
+		fields[i] = make([]byte, l)
+		if err := d.full(fields[i]); err != nil {
+			return Response{}, err
+		}
+	}
+	if len(fields[0]) == 0 {
+		return Response{}, fmt.Errorf("%w: bad response record", ErrCorrupt)
+	}
+	rest := n - (start - d.left)
+	resp := Response{TypeURL: string(fields[0]), Version: string(fields[1]), off: size - d.left, size: rest}
+	m, err := io.CopyN(d.h, d.r, rest)
+	d.left -= m
+	if err != nil {
+		return Response{}, fmt.Errorf("%w: %v", ErrTruncated, err)
+	}
+	return resp, nil
 }
 
 func (d *decoder) byte() (byte, error) {

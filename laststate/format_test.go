@@ -48,6 +48,9 @@ func TestRefusals(t *testing.T) {
 		if err == nil || s != nil {
 			return errors.New("accepted")
 		}
+		if s, ierr := decode(bytes.NewReader(b), int64(len(b)), max, false); ierr == nil || s != nil {
+			return errors.New("accepted by Load's decode")
+		}
 		return err
 	}
 	// Every proper prefix is truncated or corrupt (cut inside the end record: checksum).
@@ -150,6 +153,13 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(magic + "\x01\x01\xff\xff\xff\xff\x0f"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Decode(bytes.NewReader(b), int64(len(b)), 1<<20)
+		idx, ierr := decode(bytes.NewReader(b), int64(len(b)), 1<<20, false)
+		if (err == nil) != (ierr == nil) {
+			t.Fatalf("Decode: %v; Load's decode: %v", err, ierr)
+		}
+		if ierr == nil && len(idx.Streams) != len(s.Streams) {
+			t.Fatal("Load's decode found other streams")
+		}
 		if err != nil {
 			if s != nil {
 				t.Fatal("a snapshot returned with an error")

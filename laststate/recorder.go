@@ -168,7 +168,7 @@ func (r *Recorder) Seed(s *Snapshot) error {
 	for _, st := range s.Streams {
 		k := r.key(streamKey{st.Delta, st.NodeID})
 		for _, resp := range st.Responses {
-			file, err := r.spoolBytes(resp.Data)
+			file, err := r.spoolFrom(s.Open(resp))
 			if err != nil {
 				return err
 			}
@@ -177,7 +177,7 @@ func (r *Recorder) Seed(s *Snapshot) error {
 				tl = &typeLog{}
 				k.types[resp.TypeURL] = tl
 			}
-			tl.entries = append(tl.entries, spooled{file: file, size: int64(len(resp.Data)), typeURL: resp.TypeURL, version: resp.Version})
+			tl.entries = append(tl.entries, spooled{file: file, size: resp.Size(), typeURL: resp.TypeURL, version: resp.Version})
 		}
 	}
 	return nil

@@ -7,14 +7,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
-
-	"google.golang.org/grpc/mem"
 
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/metric"
@@ -40,7 +39,18 @@ func Load(dir string, max int64) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	s, err := load(f, dir, path, max)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	// The file stays open (Snapshot.Close): the responses are read from it when served, and a
+	// snapshot written meanwhile replaces the name, not this file.
+	s.file, s.cls = f, f
+	return s, nil
+}
+
+func load(f *os.File, dir, path string, max int64) (*Snapshot, error) {
 	if err := CheckTmpfs(dir); err != nil {
 		return nil, err
 	}
@@ -48,7 +58,7 @@ func Load(dir string, max int64) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := Decode(f, st.Size(), max)
+	s, err := decode(f, st.Size(), max, false)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -96,18 +106,21 @@ func (s *Snapshot) Check(id Identity, now time.Time) error {
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
 		return fmt.Errorf("snapshot roots do not verify its certificate: %w", err)
 	}
-	var p fastpath.Peeker
+	var scan fastpath.ResponseScanner
+	buf := make([]byte, 32<<10)
 	for _, st := range s.Streams {
 		for _, r := range st.Responses {
-			data := mem.BufferSlice{mem.SliceBuffer(r.Data)}
+			// Read as it passes, as mux reads a cut-through response: never whole in memory.
+			scan.Reset(st.Delta, int(r.Size()), nil)
+			_, err := io.CopyBuffer(scanWriter{&scan}, s.Open(r), buf)
 			var typeURL string
-			if st.Delta {
+			if err == nil && st.Delta {
 				var d fastpath.DeltaResponse
-				err = p.PeekDeltaResponse(data, &d, nil)
+				err = scan.FinishDelta(&d)
 				typeURL = d.TypeURL
-			} else {
+			} else if err == nil {
 				var d fastpath.Response
-				err = p.PeekResponse(data, &d)
+				err = scan.FinishSotW(&d)
 				typeURL = d.TypeURL
 			}
 			if err == nil && typeURL != r.TypeURL {
@@ -119,6 +132,15 @@ func (s *Snapshot) Check(id Identity, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+type scanWriter struct{ s *fastpath.ResponseScanner }
+
+func (w scanWriter) Write(b []byte) (int, error) {
+	if err := w.s.Feed(b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 func appendPEM(pool *x509.CertPool, b []byte) bool {
@@ -176,7 +198,8 @@ type Source struct {
 	gauge *metric.Gauge
 
 	mu   sync.Mutex
-	resp map[streamKey]map[string][][]byte // nil once live
+	snap *Snapshot                           // nil once live
+	resp map[streamKey]map[string][]Response // nil once live
 }
 
 // NewSource serves s (already Checked).
@@ -184,34 +207,48 @@ func NewSource(s *Snapshot, reg *metric.Registry, log *slog.Logger) *Source {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	src := &Source{log: log, resp: map[streamKey]map[string][][]byte{},
+	src := &Source{log: log, snap: s, resp: map[streamKey]map[string][]Response{},
 		gauge: reg.Gauge("wingman_last_state_serving_restored", "1 while the xDS proxy serves configuration and the certificate restored from the last-state snapshot, until Istiod is reached.")}
 	for _, st := range s.Streams {
 		k := streamKey{st.Delta, st.NodeID}
 		m := src.resp[k]
 		if m == nil {
-			m = map[string][][]byte{}
+			m = map[string][]Response{}
 			src.resp[k] = m
 		}
 		for _, r := range st.Responses {
-			m[r.TypeURL] = append(m[r.TypeURL], r.Data)
+			m[r.TypeURL] = append(m[r.TypeURL], r)
 		}
 	}
 	src.gauge.Set(1)
 	return src
 }
 
-// Responses implements mux.Restorer.
+// Responses implements mux.Restorer. Each response is read from the snapshot file when asked
+// for: held in memory only while it waits for the client and is written.
 func (s *Source) Responses(delta bool, nodeID, typeURL string) [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.resp[streamKey{delta, nodeID}][typeURL]
+	var out [][]byte
+	for _, r := range s.resp[streamKey{delta, nodeID}][typeURL] {
+		b := make([]byte, r.Size())
+		if _, err := io.ReadFull(s.snap.Open(r), b); err != nil {
+			s.log.Warn("restored response not read; the type is left to Istiod", "type", typeURL, "err", err)
+			return nil
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // Live implements mux.Restorer: the restored state is handed over to Istiod's.
 func (s *Source) Live() {
 	s.mu.Lock()
 	s.resp = nil
+	if s.snap != nil {
+		s.snap.Close()
+		s.snap = nil
+	}
 	s.mu.Unlock()
 	s.gauge.Set(0)
 	s.log.Info("Istiod reached: its responses replace the restored state")

@@ -153,8 +153,11 @@ func waitSnapshot(ctx context.Context, t *testing.T, r *run, dir string, ok func
 	t.Helper()
 	for {
 		_, next := r.rec.Written()
-		if s, err := Load(dir, 0); err == nil && ok(s) {
-			return s
+		if s, err := Load(dir, 0); err == nil {
+			s.Close()
+			if ok(s) {
+				return s
+			}
 		}
 		select {
 		case <-next:
@@ -320,6 +323,7 @@ func testHandover(t *testing.T, delta bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { snap.Close() })
 	if err := snap.Check(testID, time.Now()); err != nil {
 		t.Fatal(err)
 	}

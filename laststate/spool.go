@@ -2,6 +2,7 @@ package laststate
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -84,6 +85,24 @@ func (m *message) discard() {
 func (r *Recorder) spoolBytes(b []byte) (string, error) {
 	name := r.nextSpool()
 	if err := os.WriteFile(name, b, 0o600); err != nil {
+		return "", fmt.Errorf("last-state spool: %w", err)
+	}
+	return name, nil
+}
+
+// spoolFrom copies r to a new spool file.
+func (r *Recorder) spoolFrom(src io.Reader) (string, error) {
+	name := r.nextSpool()
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("last-state spool: %w", err)
+	}
+	_, err = io.Copy(f, src)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(name)
 		return "", fmt.Errorf("last-state spool: %w", err)
 	}
 	return name, nil

@@ -88,6 +88,11 @@ func (a *agent) lastState(reg *metric.Registry, m *certs.Manager) lastStateParts
 	ls := lastStateParts{rec: rec}
 	now := time.Now()
 	snap, err := laststate.Load(dir, 0)
+	defer func() {
+		if err == nil && ls.restore == nil {
+			snap.Close() // not served: the source would own it
+		}
+	}()
 	if err == nil && snap.Identity == id {
 		if serr := rec.Seed(snap); serr != nil {
 			log.Warn("last-state snapshot not carried over", "err", serr)
@@ -105,8 +110,8 @@ func (a *agent) lastState(reg *metric.Registry, m *certs.Manager) lastStateParts
 		log.Info("Istiod reachable; the last-state snapshot is not restored", "written", snap.Written.UTC().Format(time.RFC3339))
 		return ls
 	}
-	if err := m.Seed(snap.Certs.Chain, snap.Certs.Key, snap.Certs.Roots); err != nil {
-		log.Warn("last-state snapshot not restored; starting without it", "reason", reason(err))
+	if serr := m.Seed(snap.Certs.Chain, snap.Certs.Key, snap.Certs.Roots); serr != nil {
+		log.Warn("last-state snapshot not restored; starting without it", "reason", reason(serr))
 		return ls
 	}
 	ls.restore = laststate.NewSource(snap, prefixed, log)

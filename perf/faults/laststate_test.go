@@ -56,6 +56,7 @@ func restartedConfig(ctx context.Context, r *Rig, mark int, v string) (time.Time
 func waitSnapshot(ctx context.Context, r *Rig, v string) error {
 	for {
 		if s, err := laststate.Load(r.ProxyDir(), 0); err == nil {
+			s.Close()
 			for _, st := range s.Streams {
 				for _, resp := range st.Responses {
 					if resp.TypeURL == perf.ClusterType && resp.Version == v {
