@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/mem"
+
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/mux"
@@ -237,6 +239,21 @@ func (s *Source) Responses(delta bool, nodeID, typeURL string) [][]byte {
 			return nil
 		}
 		out = append(out, b)
+	}
+	if delta && len(out) > 1 {
+		// One response with the newest state, as the client would hold it after applying them
+		// in order: it never passes through an older state on its way there.
+		var p fastpath.Peeker
+		merged := out[0]
+		for _, b := range out[1:] {
+			m, err := p.MergeDeltaResponses(nil, mem.BufferSlice{mem.SliceBuffer(merged)}, mem.BufferSlice{mem.SliceBuffer(b)})
+			if err != nil {
+				s.log.Warn("restored responses not merged; the type is left to Istiod", "type", typeURL, "err", err)
+				return nil
+			}
+			merged = m
+		}
+		out = [][]byte{merged}
 	}
 	return out
 }

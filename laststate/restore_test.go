@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -308,9 +310,14 @@ func testHandover(t *testing.T, delta bool) {
 	}
 	c1.subscribe(fastpath.ListenerType)
 	c1.mustRecv(fastpath.ListenerType)
+	// A second push: for Delta the snapshot then holds two CDS responses, applied in order.
+	w.cp.Cache(fastpath.ClusterType).SetResources(clustersOf(200, 300<<10, 2))
+	if g := c1.mustRecv(fastpath.ClusterType); g.version != "cds-2" {
+		t.Fatalf("run 1 second CDS: %+v", g)
+	}
 	waitSnapshot(ctx, t, r1, dir, func(s *Snapshot) bool {
 		v := versions(s, delta)
-		return v[fastpath.ClusterType] == "cds-1" && v[fastpath.ListenerType] == "lds-1"
+		return v[fastpath.ClusterType] == "cds-2" && v[fastpath.ListenerType] == "lds-1"
 	})
 	if st, err := os.Stat(filepath.Join(dir, FileName)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("snapshot file: %v %v", st, err)
@@ -337,9 +344,11 @@ func testHandover(t *testing.T, delta bool) {
 	}
 	c2 := dial(t, ctx, r2.sock, delta)
 	c2.subscribe(fastpath.ClusterType)
+	// The first CDS response is the snapshot's newest state whole (Delta: merged), never an
+	// older one on the way.
 	g := c2.mustRecv(fastpath.ClusterType)
-	if g.version != "cds-1" || g.n != 200 || g.gens[0] != 1 {
-		t.Fatalf("restored CDS: version %s, %d clusters", g.version, g.n)
+	if g.version != "cds-2" || g.n != 200 || slices.Min(g.gens) != 2 {
+		t.Fatalf("restored CDS: version %s, %d clusters, generations %v", g.version, g.n, g.gens)
 	}
 	c2.subscribe(fastpath.ListenerType)
 	if g := c2.mustRecv(fastpath.ListenerType); g.version != "lds-1" || g.n != 2 {
@@ -353,7 +362,7 @@ func testHandover(t *testing.T, delta bool) {
 	for i, n := range g.names {
 		held[n] = g.gens[i]
 	}
-	next := clustersOf(200, 300<<10, 2)
+	next := clustersOf(200, 300<<10, 3)
 	delete(next, "outbound|80||svc-0000.ns.svc.cluster.local")
 	w.cp.Cache(fastpath.ClusterType).SetResources(next)
 	if err := w.cp.Start(w.addr); err != nil {
@@ -368,7 +377,7 @@ func testHandover(t *testing.T, delta bool) {
 			continue
 		}
 		for _, gen := range g.gens {
-			if gen < 1 {
+			if gen < 2 {
 				t.Fatalf("a cluster older than the snapshot reached the client: %+v", g)
 			}
 		}
@@ -381,7 +390,7 @@ func testHandover(t *testing.T, delta bool) {
 		for _, n := range g.removed {
 			delete(held, n)
 		}
-		if g.version == "cds-2" {
+		if g.version == "cds-3" {
 			break
 		}
 	}
@@ -389,8 +398,8 @@ func testHandover(t *testing.T, delta bool) {
 		t.Fatalf("after hand-over the client holds %d clusters, want Istiod's 199", len(held))
 	}
 	for n, gen := range held {
-		if gen != 2 {
-			t.Fatalf("after hand-over the client holds %s of push %d, want 2", n, gen)
+		if gen != 3 {
+			t.Fatalf("after hand-over the client holds %s of push %d, want 3", n, gen)
 		}
 	}
 	if v, _ := r2.reg.Value("wingman_last_state_serving_restored"); v != 0 {
@@ -398,6 +407,66 @@ func testHandover(t *testing.T, delta bool) {
 	}
 	waitSnapshot(ctx, t, r2, dir, func(s *Snapshot) bool {
 		v := versions(s, delta)
-		return v[fastpath.ClusterType] == "cds-2" && v[fastpath.ListenerType] == "lds-1"
+		return v[fastpath.ClusterType] == "cds-3" && v[fastpath.ListenerType] == "lds-1"
 	})
+}
+
+// TestSourceMergesDeltaLog: a Delta type stored as several accepted responses is served as one,
+// the state after applying them in order (fastpath.MergeDeltaResponses), carrying the newest
+// version: the client never passes through an older state. Read from the file when asked for;
+// nothing once Istiod is reached.
+func TestSourceMergesDeltaLog(t *testing.T) {
+	dir := shmDir(t)
+	res := func(name, version string) *discovery.Resource {
+		a, _ := anypb.New(&cluster.Cluster{Name: name})
+		return &discovery.Resource{Name: name, Version: version, Resource: a}
+	}
+	marshal := func(m *discovery.DeltaDiscoveryResponse) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	first := marshal(&discovery.DeltaDiscoveryResponse{TypeUrl: fastpath.ClusterType, SystemVersionInfo: "cds-1", Nonce: "1",
+		Resources: []*discovery.Resource{res("a", "1"), res("b", "1")}})
+	second := marshal(&discovery.DeltaDiscoveryResponse{TypeUrl: fastpath.ClusterType, SystemVersionInfo: "cds-2", Nonce: "2",
+		Resources: []*discovery.Resource{res("c", "2")}, RemovedResources: []string{"a"}})
+	snap := sample(t, workloadCerts(t, newCA(t), testID))
+	snap.Streams = []Stream{{Delta: true, NodeID: testID.NodeID, Responses: []Response{
+		{TypeURL: fastpath.ClusterType, Version: "cds-1", Data: first}, {TypeURL: fastpath.ClusterType, Version: "cds-2", Data: second}}}}
+	if err := os.WriteFile(filepath.Join(dir, FileName), encode(t, snap), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := Load(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loaded.Check(testID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	src := NewSource(loaded, metric.NewRegistry(), nil)
+	out := src.Responses(true, testID.NodeID, fastpath.ClusterType)
+	if len(out) != 1 {
+		t.Fatalf("%d responses served, want one merged", len(out))
+	}
+	var got discovery.DeltaDiscoveryResponse
+	if err := proto.Unmarshal(out[0], &got); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range got.Resources {
+		names = append(names, r.Name)
+	}
+	slices.Sort(names)
+	if got.SystemVersionInfo != "cds-2" || !slices.Equal(names, []string{"b", "c"}) {
+		t.Fatalf("merged: version %s, resources %v, removed %v; want cds-2 holding b and c", got.SystemVersionInfo, names, got.RemovedResources)
+	}
+	if out := src.Responses(false, testID.NodeID, fastpath.ClusterType); out != nil {
+		t.Fatal("served to the other protocol")
+	}
+	src.Live()
+	if out := src.Responses(true, testID.NodeID, fastpath.ClusterType); out != nil {
+		t.Fatal("served after Istiod was reached")
+	}
 }
