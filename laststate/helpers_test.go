@@ -8,6 +8,8 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -91,3 +93,5 @@ func shmDir(t testing.TB) string {
 	}
 	return dir
 }
+
+func newTextLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }

@@ -30,6 +30,9 @@ const (
 // holds a growing backlog. One response is always taken when nothing waits.
 const queueBudget = 8 << 20
 
+// maxPending is how many responses of a type sent to one client and not yet answered are kept.
+const maxPending = 16
+
 // maxDeltaLog is how many ACKed Delta responses of a type are kept before they are merged into one.
 const maxDeltaLog = 16
 
@@ -63,10 +66,11 @@ type Recorder struct {
 	wake    chan struct{} // capacity 1
 
 	// Owned by the Run goroutine.
-	keys   map[streamKey]*keyState
-	seq    int
-	dirty  bool
-	tooBig bool // the last snapshot was over the bound (warned once until it fits again)
+	keys    map[streamKey]*keyState
+	seq     int
+	dirty   bool
+	flushes []chan struct{} // closed by the next write or skip (tests)
+	tooBig  bool            // the last snapshot was over the bound (warned once until it fits again)
 }
 
 type recorderMetrics struct {
@@ -110,6 +114,7 @@ const (
 	evClose
 	evLost
 	evCerts
+	evFlush
 )
 
 type event struct {
@@ -120,6 +125,7 @@ type event struct {
 	typeURL  string
 	nonce    string
 	accepted bool
+	flushed  chan struct{} // evFlush: closed by the next write or skip
 }
 
 // NewRecorder checks the directory (a tmpfs, named otherwise) and clears spools an earlier run
@@ -200,6 +206,14 @@ func (r *Recorder) Stream(delta bool, nodeID string) mux.StreamRecorder {
 // CertsChanged asks for the snapshot to be rewritten with the current certificate.
 func (r *Recorder) CertsChanged() { r.push(event{kind: evCerts}) }
 
+// flush returns a channel closed once a snapshot write (or skip) has taken in every event
+// handed to the recorder before the call (tests).
+func (r *Recorder) flush() <-chan struct{} {
+	ch := make(chan struct{})
+	r.push(event{kind: evFlush, flushed: ch})
+	return ch
+}
+
 // Written returns how many snapshots were written or skipped so far and a channel closed at the
 // next one (tests wait on it).
 func (r *Recorder) Written() (uint64, <-chan struct{}) {
@@ -252,17 +266,16 @@ func (s *streamRec) Message(size int) {
 func (s *streamRec) Piece(b mem.Buffer) {
 	r := s.r
 	r.mu.Lock()
-	if !s.dropping && r.qBytes > 0 && r.qBytes+b.Len() > queueBudget {
-		s.dropping = true
-		r.mu.Unlock()
-		r.met.dropped.Inc()
-		r.push(event{sr: s, kind: evLost})
-	} else {
-		r.mu.Unlock()
+	lost := !s.dropping && r.qBytes > 0 && r.qBytes+b.Len() > queueBudget
+	if lost {
+		s.dropping = true // the rest of this response is freed at once
 	}
-	r.mu.Lock()
 	drop := s.dropping
 	r.mu.Unlock()
+	if lost {
+		r.met.dropped.Inc()
+		r.push(event{sr: s, kind: evLost})
+	}
 	if drop {
 		b.Free()
 		return
@@ -326,6 +339,9 @@ func (r *Recorder) handle(e *event) {
 	switch e.kind {
 	case evCerts:
 		r.dirty = true
+	case evFlush:
+		r.dirty = true
+		r.flushes = append(r.flushes, e.flushed)
 	case evMessage:
 		e.sr.abort()
 		m, err := r.newMessage(e.sr.key.delta, e.size)
@@ -353,7 +369,15 @@ func (r *Recorder) handle(e *event) {
 			if e.sr.pending == nil {
 				e.sr.pending = map[string][]spooled{}
 			}
-			e.sr.pending[m.sp.typeURL] = append(e.sr.pending[m.sp.typeURL], m.sp)
+			l := append(e.sr.pending[m.sp.typeURL], m.sp)
+			if len(l) > maxPending {
+				// Unanswered for long: the oldest is forgotten. A Delta client's later ACK
+				// would cover it too, so its stream can no longer be kept whole.
+				removeAll(l[:1])
+				l = slices.Delete(l, 0, 1)
+				e.sr.lost()
+			}
+			e.sr.pending[m.sp.typeURL] = l
 		}
 	case evLost:
 		e.sr.abort()
@@ -543,6 +567,10 @@ func cmpString(a, b string) int {
 }
 
 func (r *Recorder) notify() {
+	for _, ch := range r.flushes {
+		close(ch)
+	}
+	r.flushes = r.flushes[:0]
 	r.mu.Lock()
 	r.writes++
 	close(r.written)

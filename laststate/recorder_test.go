@@ -1,0 +1,130 @@
+package laststate
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/mem"
+
+	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/metric"
+	"github.com/wingman-mesh/wingman/internal/syncbuf"
+)
+
+// runRecorder runs a recorder on a tmpfs directory until the test ends.
+func runRecorder(t *testing.T, dir string, c Certs, max int64) (*Recorder, *metric.Registry, *syncbuf.Buffer) {
+	t.Helper()
+	reg := metric.NewRegistry()
+	var log syncbuf.Buffer
+	rec, err := NewRecorder(RecorderConfig{Dir: dir, Identity: testID, MaxBytes: max, Registry: reg,
+		Logger: newTextLogger(&log), Certs: func() (Certs, bool) { return c, true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return rec, reg, &log
+}
+
+// send hands sr a response in pieces of 7 bytes, as mux does for a cut-through one.
+func send(sr interface {
+	Message(int)
+	Piece(mem.Buffer)
+}, b []byte) {
+	sr.Message(len(b))
+	for len(b) > 0 {
+		n := min(7, len(b))
+		sr.Piece(mem.SliceBuffer(b[:n]))
+		b = b[n:]
+	}
+}
+
+func cds(version, nonce string, size int) []byte {
+	return fastpath.AppendResponse(nil, []byte(version), fastpath.ClusterType, nonce,
+		[][]byte{fastpath.AppendResource(nil, fastpath.ClusterType, append([]byte{0x0a, 0x01, 'c', 0x12, byte(size)}, bytes.Repeat([]byte("x"), size)...))})
+}
+
+// flush waits for a snapshot write (or skip) that has taken in the events so far.
+func flush(t *testing.T, rec *Recorder) {
+	t.Helper()
+	<-rec.flush()
+}
+
+func snapVersion(t *testing.T, dir string) string {
+	t.Helper()
+	s, err := Load(dir, 0)
+	if err != nil {
+		return "none: " + err.Error()
+	}
+	defer s.Close()
+	return versions(s, false)[fastpath.ClusterType]
+}
+
+// TestRecorderKeepsOnlyAccepted: a response enters the snapshot when the client ACKs it; a NACKed
+// one never does, nor one left unanswered; unanswered ones are bounded per type.
+func TestRecorderKeepsOnlyAccepted(t *testing.T) {
+	dir := shmDir(t)
+	rec, _, _ := runRecorder(t, dir, Certs{Chain: []byte("c"), Key: []byte("k"), Roots: []byte("r")}, 0)
+	sr := rec.Stream(false, testID.NodeID)
+	send(sr, cds("cds-1", "n1", 50))
+	sr.Answered(fastpath.ClusterType, "n1", true)
+	flush(t, rec)
+	if v := snapVersion(t, dir); v != "cds-1" {
+		t.Fatalf("after the ACK of cds-1: %s", v)
+	}
+	send(sr, cds("cds-2", "n2", 50))
+	sr.Answered(fastpath.ClusterType, "n2", false)
+	send(sr, cds("cds-3", "n3", 50)) // never answered
+	flush(t, rec)
+	if v := snapVersion(t, dir); v != "cds-1" {
+		t.Fatalf("after a NACK and an unanswered response: %s, want cds-1", v)
+	}
+	for i := range 40 {
+		send(sr, cds("cds-x", "x"+string(rune('a'+i)), 50))
+	}
+	flush(t, rec)
+	spools, _ := os.ReadDir(filepath.Join(dir, SpoolDir))
+	if len(spools) > maxPending+1 {
+		t.Fatalf("%d spool files for 40 unanswered responses, want at most %d + the accepted one", len(spools), maxPending)
+	}
+	sr.Close()
+	flush(t, rec)
+	if spools, _ = os.ReadDir(filepath.Join(dir, SpoolDir)); len(spools) != 1 {
+		t.Fatalf("%d spool files after the stream closed, want the accepted one", len(spools))
+	}
+}
+
+// TestRecorderBound: a snapshot over its bound is not written, the previous one is removed (a
+// restore would otherwise serve something older than what the client holds), one warning.
+func TestRecorderBound(t *testing.T) {
+	dir := shmDir(t)
+	rec, reg, log := runRecorder(t, dir, Certs{Chain: []byte("c"), Key: []byte("k"), Roots: []byte("r")}, 4<<10)
+	sr := rec.Stream(false, testID.NodeID)
+	send(sr, cds("cds-1", "n1", 100))
+	sr.Answered(fastpath.ClusterType, "n1", true)
+	flush(t, rec)
+	if v := snapVersion(t, dir); v != "cds-1" {
+		t.Fatalf("small snapshot: %s", v)
+	}
+	big := fastpath.AppendResponse(nil, []byte("cds-2"), fastpath.ClusterType, "n2",
+		[][]byte{fastpath.AppendResource(nil, fastpath.ClusterType, bytes.Repeat([]byte{0x0a, 0x01, 'c'}, 3000))})
+	send(sr, big)
+	sr.Answered(fastpath.ClusterType, "n2", true)
+	flush(t, rec)
+	flush(t, rec)
+	if _, err := os.Stat(filepath.Join(dir, FileName)); !os.IsNotExist(err) {
+		t.Fatalf("snapshot over the bound left in place: %v", err)
+	}
+	if n := strings.Count(log.String(), "over its bound"); n != 1 {
+		t.Fatalf("%d warnings about the bound, want 1:\n%s", n, log.String())
+	}
+	if v, _ := reg.Value("wingman_last_state_skipped_total"); v < 2 {
+		t.Fatalf("skipped = %v", v)
+	}
+}
