@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/mem"
 
@@ -29,6 +30,10 @@ const (
 // is not recorded (its pieces are freed at once): the recorder never holds up forwarding nor
 // holds a growing backlog. One response is always taken when nothing waits.
 const queueBudget = 8 << 20
+
+// writeInterval is the least time between two snapshot writes: the snapshot is at most this
+// much behind what the clients accepted, and a burst of pushes costs one write.
+const writeInterval = 200 * time.Millisecond
 
 // maxPending is how many responses of a type sent to one client and not yet answered are kept.
 const maxPending = 16
@@ -306,6 +311,13 @@ func (r *Recorder) Run(ctx context.Context) error {
 		_ = os.RemoveAll(r.spool)
 	}()
 	var batch []event
+	var last time.Time // of the last write
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		r.mu.Lock()
 		batch, r.q = r.q, batch[:0]
@@ -317,15 +329,27 @@ func (r *Recorder) Run(ctx context.Context) error {
 		if len(batch) > 0 {
 			continue // drain before writing
 		}
+		var due <-chan time.Time
 		if r.dirty {
-			r.dirty = false
-			r.write()
-			continue
+			// At most one write per writeInterval: a burst of pushes and ACKs costs one.
+			wait := writeInterval - r.cfg.Clock.Now().Sub(last)
+			if wait <= 0 || len(r.flushes) > 0 {
+				r.dirty = false
+				r.write()
+				last = r.cfg.Clock.Now()
+				continue
+			}
+			if timer == nil {
+				timer = r.cfg.Clock.NewTimer(wait)
+			}
+			due = timer.C()
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.wake:
+		case <-due:
+			timer = nil
 		}
 	}
 }
