@@ -149,6 +149,7 @@ func lastState(t *testing.T, w *world) {
 
 	// Istiod back with a newer version.
 	v := r.Push(10, 10<<10, "after-restore-")
+	markBack := r.Hub.Mark()
 	back := time.Now()
 	if err := r.ServeCP(0); err != nil {
 		t.Fatal(err)
@@ -158,6 +159,12 @@ func lastState(t *testing.T, w *world) {
 		t.Fatal(err)
 	}
 	handover := e.Time().Sub(back)
+	// The CA signs a new certificate at once (the restored one is due for rotation): pushed.
+	ce, err := r.Hub.Wait(ctx, markBack, "the CA's certificate after Istiod is back", func(e perf.Event) bool { return e.Ev == "sds" && e.Name == "default" })
+	if err != nil {
+		t.Fatal(r.wrap(err))
+	}
+	certBack := ce.Time().Sub(back)
 	if err := waitSnapshot(ctx, r, v); err != nil {
 		t.Fatal(err)
 	}
@@ -176,9 +183,9 @@ func lastState(t *testing.T, w *world) {
 		fails = append(fails, fmt.Sprintf("%d Envoy resets", resets))
 	}
 	w.add(t, row{"last_state (WINGMAN_LAST_STATE on: Istiod down, agent and Envoy killed and started again)",
-		fmt.Sprintf("%s; snapshot %d B (mode %v), agent after it was written: RssAnon %d KiB, live heap %d KiB; Istiod down: clusters, listeners and certificate at the stand-in %v after the start, ready %v (Istiod up: %v and %v), agent serving it: RssAnon %d KiB, live heap %d KiB; Istiod back with %s: at the stand-in after %v, versions %v, stale %d, Envoy resets %d",
+		fmt.Sprintf("%s; snapshot %d B (mode %v), agent after it was written: RssAnon %d KiB, live heap %d KiB; Istiod down: clusters, listeners and certificate at the stand-in %v after the start, ready %v (Istiod up: %v and %v), agent serving it: RssAnon %d KiB, live heap %d KiB; Istiod back with %s: at the stand-in after %v, the CA's certificate after %v, versions %v, stale %d, Envoy resets %d",
 			mem, st.Size(), st.Mode().Perm(), memAfter.AnonKB, memAfter.HeapAlloc>>10, restoredCfgD.Round(time.Millisecond), restoredReadyD.Round(time.Millisecond),
-			liveCfgD.Round(time.Millisecond), liveReadyD.Round(time.Millisecond), memRestored.AnonKB, memRestored.HeapAlloc>>10, v, handover.Round(time.Millisecond), versions, stale(versions), resets),
+			liveCfgD.Round(time.Millisecond), liveReadyD.Round(time.Millisecond), memRestored.AnonKB, memRestored.HeapAlloc>>10, v, handover.Round(time.Millisecond), certBack.Round(time.Millisecond), versions, stale(versions), resets),
 		"config and certificate ≤ 1 s after the start, ready as with Istiod up, 0 resets, 0 stale", verdict(fails)})
 	if len(fails) > 0 {
 		logResets(t, r)
