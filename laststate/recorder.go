@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,6 +160,14 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 		skipped: reg.Counter("wingman_last_state_skipped_total", "Snapshots not written: over the size bound, no certificate yet, or a write error."),
 		dropped: reg.Counter("wingman_last_state_dropped_responses_total", "Responses sent to a client that the recorder could not keep up with and did not record."),
 		bytes:   reg.Gauge("wingman_last_state_bytes", "Size of the last snapshot written."),
+	}
+	// A write cut short by a kill leaves its temporary file: it would only take the pod's memory.
+	if ents, err := os.ReadDir(cfg.Dir); err == nil {
+		for _, e := range ents {
+			if atomicfile.IsTemp(e.Name()) && strings.HasPrefix(e.Name(), "."+FileName+".tmp-") {
+				_ = os.Remove(filepath.Join(cfg.Dir, e.Name()))
+			}
+		}
 	}
 	if err := os.RemoveAll(r.spool); err != nil {
 		return nil, fmt.Errorf("last-state spool: %w", err)

@@ -66,6 +66,30 @@ func snapVersion(t *testing.T, dir string) string {
 	return versions(s, false)[fastpath.ClusterType]
 }
 
+// TestRecorderClearsLeftovers: spools and a temporary snapshot a killed agent left are removed
+// at start; the snapshot itself is kept.
+func TestRecorderClearsLeftovers(t *testing.T) {
+	dir := shmDir(t)
+	for _, f := range []string{"." + FileName + ".tmp-123", FileName, SpoolDir + "/7"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o700)
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := NewRecorder(RecorderConfig{Dir: dir, Certs: func() (Certs, bool) { return Certs{}, false }}); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	spools, _ := os.ReadDir(filepath.Join(dir, SpoolDir))
+	if strings.Join(names, ",") != SpoolDir+","+FileName || len(spools) != 0 {
+		t.Fatalf("left: %v, spools %d", names, len(spools))
+	}
+}
+
 // TestRecorderKeepsOnlyAccepted: a response enters the snapshot when the client ACKs it; a NACKed
 // one never does, nor one left unanswered; unanswered ones are bounded per type.
 func TestRecorderKeepsOnlyAccepted(t *testing.T) {
