@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/mem"
 
@@ -150,5 +151,40 @@ func TestRecorderBound(t *testing.T) {
 	}
 	if v, _ := reg.Value("wingman_last_state_skipped_total"); v < 2 {
 		t.Fatalf("skipped = %v", v)
+	}
+}
+
+// TestRecorderKeepsEachStream: Envoy's ADS stream and a proxyless gRPC client's (another node id,
+// here SotW too) are kept apart in the snapshot and each restored only to its own node.
+func TestRecorderKeepsEachStream(t *testing.T) {
+	dir := shmDir(t)
+	c := workloadCerts(t, newCA(t), testID)
+	rec, _, _ := runRecorder(t, dir, c, 0)
+	const grpcNode = "sidecar~10.0.0.1~app-1.ns~ns.svc.cluster.local-grpc"
+	envoy, grpc := rec.Stream(false, testID.NodeID), rec.Stream(false, grpcNode)
+	send(envoy, cds("cds-1", "e1", 40))
+	send(grpc, cds("cds-9", "g1", 60))
+	envoy.Answered(fastpath.ClusterType, "e1", true)
+	grpc.Answered(fastpath.ClusterType, "g1", true)
+	flush(t, rec)
+	s, err := Load(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(testID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	src := NewSource(s, metric.NewRegistry(), nil)
+	defer src.Live()
+	for node, want := range map[string]string{testID.NodeID: "cds-1", grpcNode: "cds-9"} {
+		out := src.Responses(false, node, fastpath.ClusterType)
+		var r fastpath.Response
+		var p fastpath.Peeker
+		if len(out) != 1 || p.PeekResponse(mem.BufferSlice{mem.SliceBuffer(out[0])}, &r) != nil || r.Version != want {
+			t.Fatalf("%s: %d responses, version %q; want %s", node, len(out), r.Version, want)
+		}
+	}
+	if src.Responses(false, "sidecar~10.0.0.9~x.ns~ns.svc.cluster.local", fastpath.ClusterType) != nil {
+		t.Fatal("served to an unknown node")
 	}
 }
