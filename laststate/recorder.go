@@ -435,7 +435,7 @@ func (s *streamRec) abort() {
 }
 
 // lost marks a Delta stream incomplete: a response it was sent is not on disk, so its types'
-// logs would miss resources; they are left out of snapshots from now on.
+// logs would miss resources; its key is left out of snapshots from now on.
 func (s *streamRec) lost() {
 	if !s.key.delta || s.broken {
 		return
@@ -443,10 +443,10 @@ func (s *streamRec) lost() {
 	s.broken = true
 	s.r.log.Warn("last state: a Delta response could not be recorded; this stream's state is left out of the snapshot", "node", s.key.nodeID)
 	if ks := s.r.keys[s.key]; ks != nil {
+		// Every type of the stream's key: what an earlier stream (or run) left is older than what
+		// this client holds now. A later stream's first ACK of a type makes it whole again.
 		for _, tl := range ks.types {
-			if tl.owner == s {
-				tl.broken = true
-			}
+			tl.broken = true
 		}
 		s.r.dirty = true
 	}

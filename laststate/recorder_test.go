@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/metric"
@@ -186,5 +190,57 @@ func TestRecorderKeepsEachStream(t *testing.T) {
 	}
 	if src.Responses(false, "sidecar~10.0.0.9~x.ns~ns.svc.cluster.local", fastpath.ClusterType) != nil {
 		t.Fatal("served to an unknown node")
+	}
+}
+
+// TestRecorderDeltaGap: a Delta response that cannot be recorded (here malformed) leaves a gap in
+// what the client applied, so the stream's key is left out of the snapshot, with a warning; a
+// new stream of the key (Envoy reconnected) makes it whole again with its first ACK.
+func TestRecorderDeltaGap(t *testing.T) {
+	dir := shmDir(t)
+	rec, _, log := runRecorder(t, dir, Certs{Chain: []byte("c"), Key: []byte("k"), Roots: []byte("r")}, 0)
+	delta := func(version, nonce string) []byte {
+		a, _ := anypb.New(&cluster.Cluster{Name: "c1"})
+		b, err := proto.Marshal(&discovery.DeltaDiscoveryResponse{TypeUrl: fastpath.ClusterType, SystemVersionInfo: version, Nonce: nonce,
+			Resources: []*discovery.Resource{{Name: "c1", Version: version, Resource: a}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	streams := func() int {
+		s, err := Load(dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		return len(s.Streams)
+	}
+	sr := rec.Stream(true, testID.NodeID)
+	send(sr, delta("cds-1", "n1"))
+	sr.Answered(fastpath.ClusterType, "n1", true)
+	flush(t, rec)
+	if n := streams(); n != 1 {
+		t.Fatalf("%d streams after the first ACK", n)
+	}
+	send(sr, []byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	send(sr, delta("cds-3", "n3"))
+	sr.Answered(fastpath.ClusterType, "n3", true)
+	flush(t, rec)
+	if n := streams(); n != 0 || !strings.Contains(log.String(), "left out of the snapshot") {
+		t.Fatalf("%d streams after a gap, want the key left out (log: %s)", n, log.String())
+	}
+	sr.Close()
+	again := rec.Stream(true, testID.NodeID)
+	send(again, delta("cds-4", "n4"))
+	again.Answered(fastpath.ClusterType, "n4", true)
+	flush(t, rec)
+	s, err := Load(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if v := versions(s, true)[fastpath.ClusterType]; v != "cds-4" {
+		t.Fatalf("after a new stream's ACK: %q, want cds-4", v)
 	}
 }
