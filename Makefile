@@ -38,7 +38,7 @@ test:
 	    lint) what="go vet ./... and gofmt (compiles every package first: minutes on a cold cache)";; \
 	    race) what="every test under the race detector (compiles again with -race; one line per package)";; \
 	    gate) what="allocation, heap and same-run ratio gates (go test -run Gate ./...)";; \
-	    faults) what="the agent binary through network faults in namespaces: loss and delay, half-open, GOAWAY/restart/garbage, stalled Envoy, stream churn (perf/faults; about 4 minutes; skipped, saying why, when not root)";; \
+	    faults) what="the agent binary through network faults in namespaces: loss and delay, half-open, GOAWAY/restart/garbage, stalled Envoy, stream churn, restart from the last state with Istiod down (perf/faults; about 4 minutes; skipped, saying why, when not root)";; \
 	    fuzz) what="every fuzz target for $(FUZZTIME) each (scripts/fuzz.sh)";; \
 	  esac; \
 	  echo "== make test [$$s] $$what ($$(( $$(date +%s) - start ))s elapsed)"; \

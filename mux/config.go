@@ -46,6 +46,10 @@ type Config struct {
 	ReportHealth bool
 	// RewriteECDS, when set, sees every ECDS response before it is forwarded.
 	RewriteECDS Rewriter
+	// Recorder, when set, hears what each client is sent and accepts (laststate.go).
+	Recorder Recorder
+	// Restore, when set, serves restored responses until Istiod is reached (laststate.go).
+	Restore Restorer
 	// CloseOnUpstreamLoss restores Istio's behaviour: when the upstream stream fails, the
 	// downstream stream is closed with the upstream's error instead of being kept open.
 	CloseOnUpstreamLoss bool

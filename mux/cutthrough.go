@@ -307,6 +307,9 @@ func (s *session) sendStream(ctx context.Context, st *streamItem) error {
 	if err := s.down.BeginMsg(st.size); err != nil {
 		return err
 	}
+	if s.rec != nil {
+		s.rec.Message(st.size) // laststate.go
+	}
 	var pieces []mem.Buffer
 	for {
 		var last bool
@@ -314,6 +317,7 @@ func (s *session) sendStream(ctx context.Context, st *streamItem) error {
 		pieces, last, err = st.take(ctx, pieces[:0])
 		for _, b := range pieces {
 			if err == nil {
+				s.recordPiece(b) // laststate.go
 				err = s.down.Write(b.ReadOnlyData())
 			}
 			b.Free()

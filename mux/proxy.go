@@ -24,6 +24,7 @@ type Proxy struct {
 
 	agentOwner atomic.Pointer[session]      // the session carrying the agent's own subscriptions
 	health     atomic.Pointer[healthReport] // the latest ReportHealth; nil before the first
+	live       atomic.Bool                  // an upstream stream has opened (laststate.go)
 
 	mu       sync.Mutex // guards sessions
 	sessions map[*session]struct{}

@@ -72,6 +72,10 @@ type session struct {
 	freePD  []*pendingDelta
 	claimed bool // this session carries the agent's own subscriptions
 
+	nodeID      string         // the client's node id (laststate.go)
+	restoredAny bool           // restored responses were queued: the first upstream stream replays
+	rec         StreamRecorder // nil without Config.Recorder; set before the first response
+
 	ecds ecdsQueue // ECDS responses waiting for the Wasm rewrite (ecds.go); own lock
 
 	streaming  atomic.Pointer[streamItem] // the response being forwarded cut-through, if any
@@ -128,6 +132,7 @@ func (s *session) run(ctx context.Context) error {
 	if claimed {
 		s.p.agentOwner.CompareAndSwap(s, nil)
 	}
+	s.closeRecorder() // laststate.go
 	return s.finish(context.Cause(ctx))
 }
 
@@ -204,8 +209,9 @@ func (s *session) readNode(p *fastpath.Peeker, data mem.BufferSlice) error {
 	}
 	log := s.p.cfg.Logger.With("node", id, "delta", s.proto.delta())
 	s.mu.Lock()
-	s.node, s.log = node, log
+	s.node, s.log, s.nodeID = node, log, id
 	s.mu.Unlock()
+	s.openRecorder(id) // laststate.go
 	log.Debug("stream opened")
 	return nil
 }
@@ -213,6 +219,7 @@ func (s *session) readNode(p *fastpath.Peeker, data mem.BufferSlice) error {
 // onRequest does the bookkeeping for one client request and queues it upstream, with the
 // agent's own subscriptions after the first Listener request.
 func (s *session) onRequest(ctx context.Context, p *fastpath.Peeker, f fastpath.Frame) error {
+	s.recordAnswer(p, f.Data) // laststate.go
 	s.mu.Lock()
 	out, typeURL, err := s.proto.onRequestLocked(s, p, f)
 	if err != nil {
@@ -224,6 +231,9 @@ func (s *session) onRequest(ctx context.Context, p *fastpath.Peeker, f fastpath.
 	ok, err := s.reqQ.tryPush(it)
 	if err == nil && typeURL == fastpath.ListenerType {
 		s.claimAgentTypesLocked()
+	}
+	if err == nil && s.p.cfg.Restore != nil {
+		s.serveRestoredLocked(p, typeURL) // laststate.go
 	}
 	s.mu.Unlock()
 	if err != nil || ok {
@@ -277,6 +287,7 @@ func (s *session) sendLoop(ctx context.Context) error {
 		if it.stream != nil {
 			err = s.sendStream(ctx, it.stream) // cutthrough.go
 		} else {
+			s.recordSend(it.frame.Data) // laststate.go
 			err = s.down.SendMsg(it.frame.Data)
 			it.frame.Free()
 		}
@@ -345,10 +356,11 @@ func (s *session) upstreamLoop(ctx context.Context) error {
 // on are checked against the new generation (see rewriteStaleNonce).
 func (s *session) newGeneration() (uint64, error) {
 	var p fastpath.Peeker
+	s.p.upstreamLive() // laststate.go
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gen++
-	if s.gen == 1 {
+	if s.gen == 1 && !s.restoredAny { // after restored state, the first stream replays it too
 		return s.gen, nil
 	}
 	s.reqQ.drain()

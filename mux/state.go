@@ -7,7 +7,8 @@ import (
 // typeState is what a session remembers of one type, to replay the subscription on a new
 // upstream stream. All fields are guarded by the session's mu.
 type typeState struct {
-	agent bool // the agent's own subscription: responses are consumed, never forwarded
+	agent    bool // the agent's own subscription: responses are consumed, never forwarded
+	restored bool // restored responses were looked up for it (laststate.go)
 
 	// lastNonce is the nonce of the latest response of this type seen from upstream, and
 	// nonceGen the upstream generation it came from.

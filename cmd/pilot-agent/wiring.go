@@ -121,7 +121,11 @@ func partServices(a *agent, envoy *supervisor.Supervisor) ([]lifecycle.Service, 
 		return nil, err
 	}
 	services = append(services, wasmServices...)
-	proxy, err := a.xdsProxy(reg, manager, dnsServer, rewriteECDS)
+	ls := a.lastState(reg, manager) // laststate.go
+	if svc := ls.service(manager); svc != nil {
+		services = append(services, *svc)
+	}
+	proxy, err := a.xdsProxy(reg, manager, dnsServer, rewriteECDS, ls)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +258,7 @@ func (a *agent) certParts(reg *metric.Registry) (*certs.Manager, *certs.Server, 
 }
 
 // xdsProxy builds the xDS proxy with its one upstream connection to Istiod.
-func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server, rewriteECDS mux.Rewriter) (*mux.Proxy, error) {
+func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server, rewriteECDS mux.Rewriter, ls lastStateParts) (*mux.Proxy, error) {
 	env, s := a.env, a.settings
 	up := mux.UpstreamConfig{
 		Address: s.DiscoveryAddress, Plaintext: s.ControlPlaneAuthPolicy == "NONE",
@@ -288,14 +292,16 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server, 
 	if env.ProxyConfigXDSAgent && m != nil {
 		agentTypes[fastpath.ProxyConfigType] = pcdsHandler(m)
 	}
-	return mux.New(mux.Config{
+	cfg := mux.Config{
 		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes, RewriteECDS: rewriteECDS,
 		MaxMessageBytes: env.XDSMaxMessageBytes, CloseOnUpstreamLoss: env.XDSCloseOnUpstreamLoss,
 		ReportHealth: a.proxyConfig.GetReadinessProbe() != nil,
 		Downstream: mux.DownstreamLimits{MaxRecvMsgBytes: env.GRPCMaxRecvMsgSize, MaxConcurrentStreams: uint32(env.GRPCMaxStreams),
 			KeepaliveTime: env.GRPCKeepaliveInterval, KeepaliveTimeout: env.GRPCKeepaliveTimeout},
 		Logger: a.logger(istiolog.ScopeXDSProxy), Registerer: reg,
-	})
+	}
+	ls.apply(&cfg)
+	return mux.New(cfg)
 }
 
 // bootstrapConfig is the bootstrap package's view of the agent.

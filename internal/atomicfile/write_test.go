@@ -1,6 +1,8 @@
 package atomicfile
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -67,5 +69,35 @@ func TestIsTemp(t *testing.T) {
 		if IsTemp(name) {
 			t.Errorf("IsTemp(%q) = true", name)
 		}
+	}
+}
+
+func TestWriteFuncStreamsAndKeepsOldOnError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := WriteFunc(path, 0o600, Options{}, func(w io.Writer) error {
+		_, err := io.WriteString(w, "one")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if err := WriteFunc(path, 0o600, Options{}, func(w io.Writer) error {
+		io.WriteString(w, "partial")
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || string(b) != "one" {
+		t.Fatalf("content %q, %v; want the first write kept", b, err)
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", st.Mode())
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("left behind: %v", ents)
 	}
 }

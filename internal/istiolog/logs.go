@@ -31,6 +31,9 @@ const (
 	ScopeProbes        = "probes"        // pilot/cmd/pilot-agent/status/server.go
 	ScopeGRPC          = "grpc"          // pkg/log/config.go GrpcScopeName
 	ScopeKlog          = "klog"          // pkg/log/klog.go
+
+	// ScopeLastState is Wingman's own (WINGMAN_LAST_STATE has no counterpart in Istio's agent).
+	ScopeLastState = "laststate"
 )
 
 // DefaultOutputLevels come before --log_output_level (pkg/log/options.go DefaultOptions).

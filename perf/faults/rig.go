@@ -54,12 +54,16 @@ type Rig struct {
 	pushes  uint64 // SetResources calls on the clusters cache: its version counter
 
 	resetErrs []string // the stand-in's ADS errors, collected by the test (one goroutine)
+	tmpfs     string   // the tmpfs mounted on the proxy directory, if any (restart.go)
 }
 
 // RigConfig configures NewRig.
 type RigConfig struct {
 	Bins perf.Bins
 	Env  []string // extra agent environment (GRPC_KEEPALIVE_INTERVAL, ...)
+	// ProxyTmpfs mounts a tmpfs on the agent's ./etc/istio/proxy, as Istio's injection makes
+	// the istio-envoy volume a memory-backed emptyDir (restart.go).
+	ProxyTmpfs bool
 }
 
 // NewRig builds the namespaces, starts the control plane in C and the agent in A, pushes the
@@ -99,6 +103,11 @@ func NewRig(ctx context.Context, cfg RigConfig) (_ *Rig, err error) {
 	r.serve(l, 0)
 	r.Push(10, 10<<10, "init")
 	r.CP.Cache(perf.ListenerType).SetResources(perf.Listeners(2))
+	if cfg.ProxyTmpfs {
+		if err := r.mountProxyTmpfs(); err != nil { // restart.go
+			return r, err
+		}
+	}
 	if err := r.startAgent(cfg); err != nil {
 		return r, err
 	}
@@ -403,6 +412,7 @@ func (r *Rig) Close() {
 	if r.Net != nil {
 		r.Net.Close()
 	}
+	r.unmountProxyTmpfs() // restart.go
 	os.RemoveAll(r.Dir)
 }
 

@@ -66,6 +66,7 @@ type Env struct {
 	MemLimitRatio                float64       // AUTOMEMLIMIT; 0 when GOMEMLIMIT is set or AUTOMEMLIMIT=off
 	XDSCloseOnUpstreamLoss       bool          // WINGMAN_XDS_CLOSE_ON_UPSTREAM_LOSS (Wingman only)
 	XDSMaxMessageBytes           int           // WINGMAN_XDS_MAX_MESSAGE_BYTES (Wingman only)
+	LastState                    bool          // WINGMAN_LAST_STATE (Wingman only; laststate/)
 	EnvoySkipDeprecatedLogs      bool
 	DisableEnvoy                 bool
 	CPULimit                     int
@@ -208,6 +209,7 @@ func parse(environ []string, record bool) (*Env, map[string]bool, error) {
 	e.MemLimitRatio = p.memLimitRatio()
 	e.XDSCloseOnUpstreamLoss = p.boolean("WINGMAN_XDS_CLOSE_ON_UPSTREAM_LOSS", false)
 	e.XDSMaxMessageBytes = p.integer("WINGMAN_XDS_MAX_MESSAGE_BYTES", 64<<20, 1<<10, 1<<31-1)
+	e.LastState = p.boolean("WINGMAN_LAST_STATE", false)
 	e.EnvoySkipDeprecatedLogs = p.boolean("ENVOY_SKIP_DEPRECATED_LOGS", true)
 	e.DisableEnvoy = p.boolean("DISABLE_ENVOY", false)
 	e.CPULimit = p.integer("ISTIO_CPU_LIMIT", 0, 0, 1<<20)

@@ -1,0 +1,15 @@
+// Package laststate keeps, on the pod's memory-backed proxy volume, a snapshot of what Envoy last
+// accepted (the xDS responses it ACKed, as the bytes that were forwarded, per client stream) and
+// the workload certificate, key and roots, and restores them at start when Istiod cannot be
+// reached (issue 31; opt-in with WINGMAN_LAST_STATE).
+//
+//   - format.go: the snapshot file (versioned records, SHA-256 trailer, a size bound) and its
+//     decoder, which reads outside bytes and is fuzzed.
+//   - recorder.go, spool.go: what mux reports (mux.Recorder): each response sent to a client is
+//     spooled to a file as it passes, never held whole in memory; an ACK makes it part of the
+//     state; the snapshot is rewritten from the spools, streamed, by one goroutine off the
+//     forwarding path.
+//   - restore.go: the checks before a snapshot is served (this pod's identity, certificate in
+//     date and verified by its roots) and the source mux serves restored responses from.
+//   - tmpfs.go: the volume must be a tmpfs (statfs magic); anything else is refused, named.
+package laststate

@@ -1,0 +1,254 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wingman-mesh/wingman/laststate"
+	"github.com/wingman-mesh/wingman/perf"
+)
+
+// bigPush pushes 10 MB of clusters (forwarded cut-through, and with the setting on spooled as it
+// passes) and returns its version and the agent's memory once the stand-in has it: RssAnon and
+// the live heap after a GC.
+func bigPush(ctx context.Context, r *Rig) (string, string, error) {
+	v := r.Push(100, 10<<20, "big-")
+	if _, err := waitVersion(ctx, r, 0, v); err != nil {
+		return v, "", err
+	}
+	m, err := r.Read(ctx, true)
+	if err != nil {
+		return v, "", err
+	}
+	return v, fmt.Sprintf("10 MB push %s: agent RssAnon %d KiB, live heap %d KiB", v, m.AnonKB, m.HeapAlloc>>10), nil
+}
+
+// restartedConfig waits, after mark, for the stand-in's clusters at version v, its listeners and
+// its workload certificate, and returns when the last of them arrived.
+func restartedConfig(ctx context.Context, r *Rig, mark int, v string) (time.Time, error) {
+	var last time.Time
+	for _, w := range []struct {
+		what  string
+		match func(perf.Event) bool
+	}{
+		{"clusters " + v, func(e perf.Event) bool { return e.Ev == "push" && e.Type == perf.ClusterType && e.Version == v }},
+		{"listeners", func(e perf.Event) bool { return e.Ev == "push" && e.Type == perf.ListenerType }},
+		{"certificate", func(e perf.Event) bool { return e.Ev == "sds" && e.Name == "default" }},
+	} {
+		e, err := r.Hub.Wait(ctx, mark, w.what+" at the restarted stand-in", w.match)
+		if err != nil {
+			return last, r.wrap(err)
+		}
+		if e.Time().After(last) {
+			last = e.Time()
+		}
+	}
+	return last, nil
+}
+
+// waitSnapshot waits until the agent's snapshot holds clusters at version v (the file has no
+// event of its own: it is read again every 50 ms).
+func waitSnapshot(ctx context.Context, r *Rig, v string) error {
+	for {
+		if s, err := laststate.Load(r.ProxyDir(), 0); err == nil {
+			s.Close()
+			for _, st := range s.Streams {
+				for _, resp := range st.Responses {
+					if resp.TypeURL == perf.ClusterType && resp.Version == v {
+						return nil
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return r.wrap(fmt.Errorf("no snapshot with clusters %s: %w", v, ctx.Err()))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// lastState (issue 31): WINGMAN_LAST_STATE on, the proxy directory a tmpfs. The agent and the
+// stand-in are killed and started again, first with Istiod up (the baseline), then with Istiod
+// down: the stand-in must hold its clusters, listeners and certificate within 1 s of the start,
+// and readiness must come as with Istiod up. Istiod then comes back with a newer push: it must
+// reach the stand-in on the same stream (0 resets), nothing older than the snapshot (0 stale).
+func lastState(t *testing.T, w *world) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cfg := RigConfig{Bins: w.bins, Env: []string{"WINGMAN_LAST_STATE=true"}, ProxyTmpfs: true}
+	r, err := NewRig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	big, mem, err := bigPush(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitSnapshot(ctx, r, big); err != nil {
+		t.Fatal(err)
+	}
+	memAfter, err := r.Read(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(r.ProxyDir(), laststate.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Baseline: restart with Istiod up.
+	if err := r.KillAgent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mark := r.Hub.Mark()
+	t0, err := r.RestartAgent(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveCfg, err := restartedConfig(ctx, r, mark, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveReady, err := r.WaitReady(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveCfgD, liveReadyD := liveCfg.Sub(t0), liveReady.Sub(t0)
+
+	// Istiod down; the agent and the stand-in die and start again.
+	r.StopCP()
+	if err := r.KillAgent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mark = r.Hub.Mark()
+	t0, err = r.RestartAgent(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restoredCfg, err := restartedConfig(ctx, r, mark, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restoredReady, err := r.WaitReady(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restoredCfgD, restoredReadyD := restoredCfg.Sub(t0), restoredReady.Sub(t0)
+	memRestored, err := r.Read(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logLines := strings.Count(r.out.Last(200), "serving the last-state snapshot until Istiod answers")
+
+	// Istiod back with a newer version.
+	v := r.Push(10, 10<<10, "after-restore-")
+	markBack := r.Hub.Mark()
+	back := time.Now()
+	if err := r.ServeCP(0); err != nil {
+		t.Fatal(err)
+	}
+	e, err := waitVersion(ctx, r, mark, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handover := e.Time().Sub(back)
+	// The CA signs a new certificate at once (the restored one is due for rotation): pushed.
+	ce, err := r.Hub.Wait(ctx, markBack, "the CA's certificate after Istiod is back", func(e perf.Event) bool { return e.Ev == "sds" && e.Name == "default" })
+	if err != nil {
+		t.Fatal(r.wrap(err))
+	}
+	certBack := ce.Time().Sub(back)
+	if err := waitSnapshot(ctx, r, v); err != nil {
+		t.Fatal(err)
+	}
+	versions, resets := pushes(r, mark)
+	var fails []string
+	if restoredCfgD > time.Second {
+		fails = append(fails, fmt.Sprintf("configuration and certificate %v after the start, over 1 s", restoredCfgD.Round(time.Millisecond)))
+	}
+	if logLines != 1 {
+		fails = append(fails, fmt.Sprintf("%d log lines saying which snapshot is served, want 1", logLines))
+	}
+	if s := stale(versions); s > 0 {
+		fails = append(fails, fmt.Sprintf("%d stale", s))
+	}
+	if resets > 0 {
+		fails = append(fails, fmt.Sprintf("%d Envoy resets", resets))
+	}
+	w.add(t, row{"last_state (WINGMAN_LAST_STATE on: Istiod down, agent and Envoy killed and started again)",
+		fmt.Sprintf("%s; snapshot %d B (mode %v), agent after it was written: RssAnon %d KiB, live heap %d KiB; Istiod down: clusters, listeners and certificate at the stand-in %v after the start, ready %v (Istiod up: %v and %v), agent serving it: RssAnon %d KiB, live heap %d KiB; Istiod back with %s: at the stand-in after %v, the CA's certificate after %v, versions %v, stale %d, Envoy resets %d",
+			mem, st.Size(), st.Mode().Perm(), memAfter.AnonKB, memAfter.HeapAlloc>>10, restoredCfgD.Round(time.Millisecond), restoredReadyD.Round(time.Millisecond),
+			liveCfgD.Round(time.Millisecond), liveReadyD.Round(time.Millisecond), memRestored.AnonKB, memRestored.HeapAlloc>>10, v, handover.Round(time.Millisecond), certBack.Round(time.Millisecond), versions, stale(versions), resets),
+		"config and certificate ≤ 1 s after the start, ready as with Istiod up, 0 resets, 0 stale", verdict(fails)})
+	if len(fails) > 0 {
+		logResets(t, r)
+		t.Error(verdict(fails))
+	}
+}
+
+// lastStateOff: the same restart with the setting off (the default): no snapshot is written, and
+// as today the restarted stand-in gets nothing while Istiod is down; it gets Istiod's state when
+// Istiod is back.
+func lastStateOff(t *testing.T, w *world) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cfg := RigConfig{Bins: w.bins, ProxyTmpfs: true}
+	r, err := NewRig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	_, mem, err := bigPush(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.StopCP()
+	if err := r.KillAgent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mark := r.Hub.Mark()
+	if _, err := r.RestartAgent(cfg); err != nil {
+		t.Fatal(err)
+	}
+	// The stand-in starts and opens its streams; with nothing restored it gets no clusters.
+	if _, err := r.Hub.Wait(ctx, mark, "the restarted stand-in", func(e perf.Event) bool { return e.Ev == "start" }); err != nil {
+		t.Fatal(r.wrap(err))
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 3*time.Second) // as long as the restored case had 3× over
+	_, gotEarly := r.Hub.Wait(wctx, mark, "clusters", func(e perf.Event) bool { return e.Ev == "push" && e.Type == perf.ClusterType })
+	wcancel()
+	_, snapErr := os.Stat(filepath.Join(r.ProxyDir(), laststate.FileName))
+	back := time.Now()
+	if err := r.ServeCP(0); err != nil {
+		t.Fatal(err)
+	}
+	e, err := waitVersion(ctx, r, mark, "cds-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, resets := pushes(r, mark)
+	var fails []string
+	if gotEarly == nil {
+		fails = append(fails, "clusters reached the stand-in while Istiod was down")
+	}
+	if snapErr == nil {
+		fails = append(fails, "a snapshot was written with the setting off")
+	}
+	if resets > 0 {
+		fails = append(fails, fmt.Sprintf("%d Envoy resets", resets))
+	}
+	w.add(t, row{"last_state_off (the default: the same restart without the setting)",
+		fmt.Sprintf("%s; no snapshot file (%v); nothing at the stand-in during 3 s of Istiod down; clusters %v after Istiod is back; Envoy resets %d",
+			mem, snapErr != nil, e.Time().Sub(back).Round(time.Millisecond), resets),
+		"as today: no snapshot, nothing served until Istiod is back", verdict(fails)})
+	if len(fails) > 0 {
+		t.Error(verdict(fails))
+	}
+}
