@@ -100,11 +100,13 @@ const (
 )
 
 // Peeker reads fields from frames. It keeps scratch space between calls so that names spanning
-// buffer boundaries cost no allocation in steady state. A Peeker is not safe for concurrent use;
+// buffer boundaries cost no allocation in steady state. Requests are read here with a [Cursor];
+// responses by the [ResponseScanner] it holds. A Peeker is not safe for concurrent use;
 // the zero value is ready to use.
 type Peeker struct {
 	scratch  []byte
 	scratch2 []byte
+	resp     ResponseScanner // responses, whole or streamed, have this one parser
 }
 
 // readString reads a length-delimited string field value, interning well-known type URLs.
@@ -265,41 +267,21 @@ func (p *Peeker) PeekRequestNames(data mem.BufferSlice, r *Request, visit func(n
 	}
 }
 
-// PeekResponse reads a DiscoveryResponse. It walks the top-level fields only: each resource is
-// skipped by its length, so the cost does not depend on what the resources hold and nothing is
-// allocated per resource.
+// PeekResponse reads a DiscoveryResponse: a [ResponseScanner] fed the whole message, so that
+// whole and streamed responses have one parser. It walks the top-level fields only: each
+// resource is skipped by its length, so the cost does not depend on what the resources hold and
+// nothing is allocated per resource.
 func (p *Peeker) PeekResponse(data mem.BufferSlice, r *Response) error {
-	*r = Response{}
-	c := NewCursor(data)
-	for {
-		f, wt, done, err := c.Next()
-		if err != nil {
-			return fmt.Errorf("DiscoveryResponse: %w", err)
-		}
-		if done {
-			return nil
-		}
-		if wt != wireBytes { // every field the proxy reads is length-delimited; others are unknown
-			if err := c.SkipValue(wt); err != nil {
-				return fmt.Errorf("DiscoveryResponse field %d: %w", f, err)
-			}
-			continue
-		}
-		switch f {
-		case respVersion:
-			r.Version, err = p.readString(&c, false)
-		case respTypeURL:
-			r.TypeURL, err = p.readString(&c, true)
-		case respNonce:
-			r.Nonce, err = p.readString(&c, false)
-		case respResource:
-			r.Resources++
-			err = c.SkipValue(wt)
-		default:
-			err = c.SkipValue(wt)
-		}
-		if err != nil {
-			return fmt.Errorf("DiscoveryResponse field %d: %w", f, err)
+	p.feedWhole(false, data, nil)
+	return p.resp.FinishSotW(r)
+}
+
+// feedWhole resets the Peeker's scanner for data and feeds it every buffer of data.
+func (p *Peeker) feedWhole(delta bool, data mem.BufferSlice, visit func(NameKind, []byte, []byte)) {
+	p.resp.Reset(delta, data.Len(), visit)
+	for _, b := range data {
+		if p.resp.Feed(b.ReadOnlyData()) != nil {
+			return // sticky: Finish returns it
 		}
 	}
 }
@@ -357,95 +339,13 @@ func (p *Peeker) PeekDeltaRequest(data mem.BufferSlice, r *DeltaRequest, visit f
 	}
 }
 
-// PeekDeltaResponse reads a DeltaDiscoveryResponse. When visit is not nil it is called with the
-// name and version of every resource (kind Updated) and every removed name (kind Removed); the
+// PeekDeltaResponse reads a DeltaDiscoveryResponse, as [Peeker.PeekResponse] reads a
+// DiscoveryResponse. When visit is not nil it is called with the name and version of every
+// resource (kind Updated, at the resource's end) and every removed name (kind Removed); the
 // slices are only valid during the call. Resource bodies are skipped unread.
 func (p *Peeker) PeekDeltaResponse(data mem.BufferSlice, r *DeltaResponse, visit func(kind NameKind, name, version []byte)) error {
-	*r = DeltaResponse{}
-	c := NewCursor(data)
-	for {
-		f, wt, done, err := c.Next()
-		if err != nil {
-			return fmt.Errorf("DeltaDiscoveryResponse: %w", err)
-		}
-		if done {
-			return nil
-		}
-		if wt != wireBytes { // every field the proxy reads is length-delimited; others are unknown
-			if err := c.SkipValue(wt); err != nil {
-				return fmt.Errorf("DeltaDiscoveryResponse field %d: %w", f, err)
-			}
-			continue
-		}
-		switch f {
-		case drespVersion:
-			r.Version, err = p.readString(&c, false)
-		case drespTypeURL:
-			r.TypeURL, err = p.readString(&c, true)
-		case drespNonce:
-			r.Nonce, err = p.readString(&c, false)
-		case drespResources:
-			r.Resources++
-			err = p.peekResource(&c, visit)
-		case drespRemoved:
-			r.Removed++
-			var n int
-			if n, err = c.Length(); err == nil {
-				var name []byte
-				if name, err = c.Bytes(n, &p.scratch); err == nil && visit != nil {
-					visit(Removed, name, nil)
-				}
-			}
-		default:
-			err = c.SkipValue(wt)
-		}
-		if err != nil {
-			return fmt.Errorf("DeltaDiscoveryResponse field %d: %w", f, err)
-		}
-	}
-}
-
-// peekResource reads the name and version of one delta Resource, skipping its body.
-func (p *Peeker) peekResource(c *Cursor, visit func(NameKind, []byte, []byte)) error {
-	n, err := c.Length()
-	if err != nil {
-		return err
-	}
-	sub, err := c.Sub(n)
-	if err != nil {
-		return err
-	}
-	var name, version []byte
-	for {
-		f, wt, done, err := sub.Next()
-		if err != nil {
-			return fmt.Errorf("Resource: %w", err)
-		}
-		if done {
-			break
-		}
-		switch {
-		case f == resName && wt == wireBytes:
-			var k int
-			if k, err = sub.Length(); err == nil {
-				name, err = sub.Bytes(k, &p.scratch)
-			}
-		case f == resVersion && wt == wireBytes:
-			var k int
-			if k, err = sub.Length(); err == nil {
-				version, err = sub.Bytes(k, &p.scratch2)
-			}
-		default:
-			err = sub.SkipValue(wt)
-		}
-		if err != nil {
-			return fmt.Errorf("Resource field %d: %w", f, err)
-		}
-	}
-	if visit != nil {
-		visit(Updated, name, version)
-	}
-	return nil
+	p.feedWhole(true, data, visit)
+	return p.resp.FinishDelta(r)
 }
 
 // CheckUTF8 reports the first string field read into r that is not valid UTF-8: proto.Unmarshal
