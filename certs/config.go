@@ -99,8 +99,6 @@ type Config struct {
 	Clock      clock.Clock      // nil → real time
 	Logger     *slog.Logger     // nil → discard
 	Registerer *metric.Registry // nil → metrics are kept but not exported
-
-	trace func(traceStage) // tests only: called at each stage of a rotation (trace.go)
 }
 
 func (c Config) withDefaults() Config {

@@ -37,7 +37,6 @@ type Server struct {
 	clock clock.Clock  // immutable
 	log   *slog.Logger // immutable
 	met   *metrics     // immutable
-	mark  func(traceStage)
 
 	counter atomic.Uint64  // versions and nonces
 	streams sync.WaitGroup // receive goroutines of live streams; Run waits for them
@@ -51,8 +50,7 @@ func NewServer(m *Manager) *Server {
 	if m.cfg.ServeOnlyFiles {
 		path = m.cfg.FilesSocketPath
 	}
-	return &Server{path: path, src: m, clock: m.cfg.Clock, log: m.log.With("server", "sds"), met: m.met,
-		mark: m.cfg.mark, serving: make(chan struct{})}
+	return &Server{path: path, src: m, clock: m.cfg.Clock, log: m.log.With("server", "sds"), met: m.met, serving: make(chan struct{})}
 }
 
 // Path is the socket the server listens on.
