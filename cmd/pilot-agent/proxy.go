@@ -68,12 +68,18 @@ Flags (an unknown flag is a usage error, exit 2):
 	fmt.Fprint(w, exitCodesHelp)
 }
 
-// validNodeTypes are Istio's application node types (pkg/model/proxy.go, IsApplicationNodeType),
-// the one list the proxy and bootstrap commands accept, print in their usage and name in errors.
-var validNodeTypes = []string{"sidecar", "router", "waypoint", "ztunnel", "agentgateway"}
+// nodeTypeList joins bootstrap.NodeTypes, the node types the proxy and bootstrap commands accept,
+// print in their usage and name in errors, with sep.
+func nodeTypeList(sep string) string {
+	names := make([]string, len(bootstrap.NodeTypes))
+	for i, t := range bootstrap.NodeTypes {
+		names[i] = string(t)
+	}
+	return strings.Join(names, sep)
+}
 
-// nodeTypeChoice is validNodeTypes as a usage line writes it: sidecar|router|...
-func nodeTypeChoice() string { return strings.Join(validNodeTypes, "|") }
+// nodeTypeChoice is the node types as a usage line writes them: sidecar|router|...
+func nodeTypeChoice() string { return nodeTypeList("|") }
 
 // agent is what the proxy command resolved before building anything: the parsed flags and
 // environment, the effective ProxyConfig and every decision taken from them. Built once by
@@ -156,8 +162,8 @@ func proxyNodeType(fs *pflag.FlagSet) (string, error) {
 	if fs.NArg() > 0 {
 		nodeType = fs.Arg(0)
 	}
-	if !contains(validNodeTypes, nodeType) {
-		return "", fmt.Errorf("invalid proxy Type: %s (want one of %s)", nodeType, strings.Join(validNodeTypes, ", "))
+	if !bootstrap.NodeType(nodeType).Valid() {
+		return "", fmt.Errorf("invalid proxy Type: %s (want one of %s)", nodeType, nodeTypeList(", "))
 	}
 	return nodeType, nil
 }
@@ -395,13 +401,4 @@ func excludedInterfaces(log *slog.Logger) []string {
 		return nil
 	}
 	return node.SplitList(m[node.ExcludeInterfacesAnnotation])
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
