@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
+	"github.com/wingman-mesh/wingman/internal/environ"
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
@@ -42,7 +43,7 @@ func NodeMetadata(cfg Config, ips []string) (*Metadata, error) {
 		}
 	}
 	var jsonVars []string
-	for _, kv := range cfg.Env {
+	for _, kv := range environ.Unique(cfg.Env) { // a repeated variable: its first entry, as os.Environ
 		name, val, ok := strings.Cut(kv, "=")
 		if !ok {
 			continue
@@ -69,7 +70,7 @@ func NodeMetadata(cfg Config, ips []string) (*Metadata, error) {
 			from["LABELS"] = name
 		}
 	}
-	if v, ok := lookupEnv(cfg.Env, "DNS_PROXY_ADDR"); ok && v != "" {
+	if v, ok := environ.Lookup(cfg.Env, "DNS_PROXY_ADDR"); ok && v != "" {
 		raw["DNS_PROXY_ADDR"] = v
 		from["DNS_PROXY_ADDR"] = "DNS_PROXY_ADDR"
 	}
@@ -133,7 +134,7 @@ func setAgentFacts(m *Metadata, cfg Config, ips []string) error {
 	}
 	// STATIC_LABELS: ISTIO_METAJSON_LABELS when it is a non-empty object of strings, as Istio's
 	// extractAttributesMetadata sets it (a key of the metadata variables otherwise).
-	if v, ok := lookupEnv(cfg.Env, metaJSONPrefix+"LABELS"); ok {
+	if v, ok := environ.Lookup(cfg.Env, metaJSONPrefix+"LABELS"); ok {
 		var static map[string]string
 		if json.Unmarshal([]byte(v), &static) == nil && len(static) > 0 {
 			m.StaticLabels = static
@@ -182,13 +183,4 @@ func metadataDiscovery(cfg Config, m *Metadata) bool {
 		return *cfg.MetadataDiscovery
 	}
 	return bool(m.EnableHBONE)
-}
-
-func lookupEnv(env []string, name string) (string, bool) {
-	for _, kv := range env { // first one wins, as os.Getenv does on duplicate entries
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
 }
