@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -107,11 +106,9 @@ func (s *Server) listen(ctx context.Context) (net.Listener, error) {
 	}
 }
 
+// listenUnix creates the SDS socket with Istio's modes (unixsock.Listen).
 func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("certs: SDS socket dir for %s: %w", path, err)
-	}
-	lis, err := unixsock.Listen(path, 0o666)
+	lis, err := unixsock.Listen(path)
 	if err != nil {
 		return nil, fmt.Errorf("certs: SDS: %w", err)
 	}
