@@ -218,53 +218,68 @@ func (p *Peeker) PeekRequest(data mem.BufferSlice, r *Request) error {
 // nil, calls it with every resource name in order; the name is only valid during the call.
 func (p *Peeker) PeekRequestNames(data mem.BufferSlice, r *Request, visit func(name []byte)) error {
 	*r = Request{}
+	return walkFields(data, "DiscoveryRequest", func(f int, c *Cursor) (err error) {
+		switch f {
+		case reqVersion:
+			r.Version, err = p.readString(c, false)
+		case reqTypeURL:
+			r.TypeURL, err = p.readString(c, true)
+		case reqNonce:
+			r.Nonce, err = p.readString(c, false)
+		case reqNames:
+			r.Names++
+			if visit == nil {
+				return c.SkipValue(wireBytes)
+			}
+			var name []byte
+			if name, err = p.readName(c); err == nil {
+				visit(name)
+			}
+		case reqNode:
+			r.NodeID, r.Node, err = p.readNode(c, r.NodeID, r.Node)
+		case reqError:
+			r.HasError = true
+			r.ErrorMsg, err = p.readStatus(c, r.ErrorMsg)
+		default:
+			err = c.SkipValue(wireBytes)
+		}
+		return err
+	})
+}
+
+// walkFields calls field with every length-delimited top-level field of the message in data,
+// the cursor at the value's length, for field to read or skip the value; fields of other wire
+// types are skipped (every field the proxy reads is length-delimited; others are unknown).
+// Errors name msg and the field.
+func walkFields(data mem.BufferSlice, msg string, field func(f int, c *Cursor) error) error {
 	c := NewCursor(data)
 	for {
 		f, wt, done, err := c.Next()
 		if err != nil {
-			return fmt.Errorf("DiscoveryRequest: %w", err)
+			return fmt.Errorf("%s: %w", msg, err)
 		}
 		if done {
 			return nil
 		}
-		if wt != wireBytes { // every field the proxy reads is length-delimited; others are unknown
-			if err := c.SkipValue(wt); err != nil {
-				return fmt.Errorf("DiscoveryRequest field %d: %w", f, err)
-			}
-			continue
-		}
-		switch f {
-		case reqVersion:
-			r.Version, err = p.readString(&c, false)
-		case reqTypeURL:
-			r.TypeURL, err = p.readString(&c, true)
-		case reqNonce:
-			r.Nonce, err = p.readString(&c, false)
-		case reqNames:
-			r.Names++
-			if visit == nil {
-				err = c.SkipValue(wt)
-				break
-			}
-			var n int
-			if n, err = c.Length(); err == nil {
-				var name []byte
-				if name, err = c.Bytes(n, &p.scratch); err == nil {
-					visit(name)
-				}
-			}
-		case reqNode:
-			r.NodeID, r.Node, err = p.readNode(&c, r.NodeID, r.Node)
-		case reqError:
-			r.HasError = true
-			r.ErrorMsg, err = p.readStatus(&c, r.ErrorMsg)
-		default:
+		if wt != wireBytes {
 			err = c.SkipValue(wt)
+		} else {
+			err = field(f, &c)
 		}
 		if err != nil {
-			return fmt.Errorf("DiscoveryRequest field %d: %w", f, err)
+			return fmt.Errorf("%s field %d: %w", msg, f, err)
 		}
 	}
+}
+
+// readName reads a length-delimited value in place, or into the Peeker's scratch when it spans
+// buffers; it is valid until the next read.
+func (p *Peeker) readName(c *Cursor) ([]byte, error) {
+	n, err := c.Length()
+	if err != nil {
+		return nil, err
+	}
+	return c.Bytes(n, &p.scratch)
 }
 
 // PeekResponse reads a DiscoveryResponse: a [ResponseScanner] fed the whole message, so that
@@ -290,28 +305,14 @@ func (p *Peeker) feedWhole(delta bool, data mem.BufferSlice, visit func(NameKind
 // subscribed and unsubscribed name; the name is only valid during the call.
 func (p *Peeker) PeekDeltaRequest(data mem.BufferSlice, r *DeltaRequest, visit func(NameKind, []byte)) error {
 	*r = DeltaRequest{}
-	c := NewCursor(data)
-	for {
-		f, wt, done, err := c.Next()
-		if err != nil {
-			return fmt.Errorf("DeltaDiscoveryRequest: %w", err)
-		}
-		if done {
-			return nil
-		}
-		if wt != wireBytes { // every field the proxy reads is length-delimited; others are unknown
-			if err := c.SkipValue(wt); err != nil {
-				return fmt.Errorf("DeltaDiscoveryRequest field %d: %w", f, err)
-			}
-			continue
-		}
+	return walkFields(data, "DeltaDiscoveryRequest", func(f int, c *Cursor) (err error) {
 		switch f {
 		case dreqNode:
-			r.NodeID, r.Node, err = p.readNode(&c, r.NodeID, r.Node)
+			r.NodeID, r.Node, err = p.readNode(c, r.NodeID, r.Node)
 		case dreqTypeURL:
-			r.TypeURL, err = p.readString(&c, true)
+			r.TypeURL, err = p.readString(c, true)
 		case dreqNonce:
-			r.Nonce, err = p.readString(&c, false)
+			r.Nonce, err = p.readString(c, false)
 		case dreqSubscribe, dreqUnsubscribe:
 			kind := Subscribe
 			if f == dreqUnsubscribe {
@@ -320,23 +321,18 @@ func (p *Peeker) PeekDeltaRequest(data mem.BufferSlice, r *DeltaRequest, visit f
 			} else {
 				r.Subscribe++
 			}
-			var n int
-			if n, err = c.Length(); err == nil {
-				var name []byte
-				if name, err = c.Bytes(n, &p.scratch); err == nil && visit != nil {
-					visit(kind, name)
-				}
+			var name []byte
+			if name, err = p.readName(c); err == nil && visit != nil {
+				visit(kind, name)
 			}
 		case dreqError:
 			r.HasError = true
-			r.ErrorMsg, err = p.readStatus(&c, r.ErrorMsg)
+			r.ErrorMsg, err = p.readStatus(c, r.ErrorMsg)
 		default:
-			err = c.SkipValue(wt)
+			err = c.SkipValue(wireBytes)
 		}
-		if err != nil {
-			return fmt.Errorf("DeltaDiscoveryRequest field %d: %w", f, err)
-		}
-	}
+		return err
+	})
 }
 
 // PeekDeltaResponse reads a DeltaDiscoveryResponse, as [Peeker.PeekResponse] reads a
