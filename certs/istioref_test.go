@@ -62,17 +62,17 @@ type istioRef struct {
 	secretv3.UnimplementedSecretDiscoveryServiceServer
 	ca    pb.IstioCertificateServiceClient
 	csr   string
-	key   []byte           // PEM of the key the CSR was made with
-	push  chan struct{}    // a rotation's push event, as Istio's per-connection push channel
-	log   *slog.Logger     // Info lines formatted and discarded
-	recvs sync.WaitGroup   // receive goroutines; waited after the server stops
-	ver   atomic.Uint64    // response versions
-	mu    sync.Mutex       // guards cache, root, timer
-	cache *refSecret       // the workload secret, as Istio's secretCache
-	root  []byte           // the last root seen
-	timer *time.Timer      // the scheduled rotation (never fires in a benchmark)
-	ctx   context.Context  // the CA calls' context
-	md    metadata.MD      // ClusterID, as the citadel client sends
+	key   []byte          // PEM of the key the CSR was made with
+	push  chan struct{}   // a rotation's push event, as Istio's per-connection push channel
+	log   *slog.Logger    // Info lines formatted and discarded
+	recvs sync.WaitGroup  // receive goroutines; waited after the server stops
+	ver   atomic.Uint64   // response versions
+	mu    sync.Mutex      // guards cache, root, timer
+	cache *refSecret      // the workload secret, as Istio's secretCache
+	root  []byte          // the last root seen
+	timer *time.Timer     // the scheduled rotation (never fires in a benchmark)
+	ctx   context.Context // the CA calls' context
+	md    metadata.MD     // ClusterID, as the citadel client sends
 	token credentials.PerRPCCredentials
 }
 
