@@ -218,58 +218,67 @@ func (p *Peeker) PeekRequest(data mem.BufferSlice, r *Request) error {
 // nil, calls it with every resource name in order; the name is only valid during the call.
 func (p *Peeker) PeekRequestNames(data mem.BufferSlice, r *Request, visit func(name []byte)) error {
 	*r = Request{}
-	return walkFields(data, "DiscoveryRequest", func(f int, c *Cursor) (err error) {
+	c := NewCursor(data)
+	for {
+		f, done, err := c.nextBytesField()
+		if err != nil || done {
+			return fieldError("DiscoveryRequest", f, err)
+		}
 		switch f {
 		case reqVersion:
-			r.Version, err = p.readString(c, false)
+			r.Version, err = p.readString(&c, false)
 		case reqTypeURL:
-			r.TypeURL, err = p.readString(c, true)
+			r.TypeURL, err = p.readString(&c, true)
 		case reqNonce:
-			r.Nonce, err = p.readString(c, false)
+			r.Nonce, err = p.readString(&c, false)
 		case reqNames:
 			r.Names++
 			if visit == nil {
-				return c.SkipValue(wireBytes)
+				err = c.SkipValue(wireBytes)
+				break
 			}
 			var name []byte
-			if name, err = p.readName(c); err == nil {
+			if name, err = p.readName(&c); err == nil {
 				visit(name)
 			}
 		case reqNode:
-			r.NodeID, r.Node, err = p.readNode(c, r.NodeID, r.Node)
+			r.NodeID, r.Node, err = p.readNode(&c, r.NodeID, r.Node)
 		case reqError:
 			r.HasError = true
-			r.ErrorMsg, err = p.readStatus(c, r.ErrorMsg)
+			r.ErrorMsg, err = p.readStatus(&c, r.ErrorMsg)
 		default:
 			err = c.SkipValue(wireBytes)
 		}
-		return err
-	})
-}
-
-// walkFields calls field with every length-delimited top-level field of the message in data,
-// the cursor at the value's length, for field to read or skip the value; fields of other wire
-// types are skipped (every field the proxy reads is length-delimited; others are unknown).
-// Errors name msg and the field.
-func walkFields(data mem.BufferSlice, msg string, field func(f int, c *Cursor) error) error {
-	c := NewCursor(data)
-	for {
-		f, wt, done, err := c.Next()
 		if err != nil {
-			return fmt.Errorf("%s: %w", msg, err)
-		}
-		if done {
-			return nil
-		}
-		if wt != wireBytes {
-			err = c.SkipValue(wt)
-		} else {
-			err = field(f, &c)
-		}
-		if err != nil {
-			return fmt.Errorf("%s field %d: %w", msg, f, err)
+			return fieldError("DiscoveryRequest", f, err)
 		}
 	}
+}
+
+// nextBytesField moves to the next length-delimited field and returns its number, skipping
+// fields of other wire types (every field the proxy reads is length-delimited; others are
+// unknown). An error while skipping comes with that field's number, one reading a key with 0.
+func (c *Cursor) nextBytesField() (field int, done bool, err error) {
+	for {
+		f, wt, done, err := c.Next()
+		if err != nil || done || wt == wireBytes {
+			return f, done, err
+		}
+		if err := c.SkipValue(wt); err != nil {
+			return f, false, err
+		}
+	}
+}
+
+// fieldError wraps err (nil: nil) with the message's name and, when not 0, the field's number.
+func fieldError(msg string, field int, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case field == 0:
+		return fmt.Errorf("%s: %w", msg, err)
+	}
+	return fmt.Errorf("%s field %d: %w", msg, field, err)
 }
 
 // readName reads a length-delimited value in place, or into the Peeker's scratch when it spans
@@ -305,14 +314,19 @@ func (p *Peeker) feedWhole(delta bool, data mem.BufferSlice, visit func(NameKind
 // subscribed and unsubscribed name; the name is only valid during the call.
 func (p *Peeker) PeekDeltaRequest(data mem.BufferSlice, r *DeltaRequest, visit func(NameKind, []byte)) error {
 	*r = DeltaRequest{}
-	return walkFields(data, "DeltaDiscoveryRequest", func(f int, c *Cursor) (err error) {
+	c := NewCursor(data)
+	for {
+		f, done, err := c.nextBytesField()
+		if err != nil || done {
+			return fieldError("DeltaDiscoveryRequest", f, err)
+		}
 		switch f {
 		case dreqNode:
-			r.NodeID, r.Node, err = p.readNode(c, r.NodeID, r.Node)
+			r.NodeID, r.Node, err = p.readNode(&c, r.NodeID, r.Node)
 		case dreqTypeURL:
-			r.TypeURL, err = p.readString(c, true)
+			r.TypeURL, err = p.readString(&c, true)
 		case dreqNonce:
-			r.Nonce, err = p.readString(c, false)
+			r.Nonce, err = p.readString(&c, false)
 		case dreqSubscribe, dreqUnsubscribe:
 			kind := Subscribe
 			if f == dreqUnsubscribe {
@@ -322,17 +336,19 @@ func (p *Peeker) PeekDeltaRequest(data mem.BufferSlice, r *DeltaRequest, visit f
 				r.Subscribe++
 			}
 			var name []byte
-			if name, err = p.readName(c); err == nil && visit != nil {
+			if name, err = p.readName(&c); err == nil && visit != nil {
 				visit(kind, name)
 			}
 		case dreqError:
 			r.HasError = true
-			r.ErrorMsg, err = p.readStatus(c, r.ErrorMsg)
+			r.ErrorMsg, err = p.readStatus(&c, r.ErrorMsg)
 		default:
 			err = c.SkipValue(wireBytes)
 		}
-		return err
-	})
+		if err != nil {
+			return fieldError("DeltaDiscoveryRequest", f, err)
+		}
+	}
 }
 
 // PeekDeltaResponse reads a DeltaDiscoveryResponse, as [Peeker.PeekResponse] reads a
