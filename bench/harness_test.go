@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/lab/framecodec"
 	"github.com/wingman-mesh/wingman/lab/refagent"
 	"github.com/wingman-mesh/wingman/mux"
 )
@@ -34,7 +35,7 @@ func servePingPong(tb testing.TB, resp []byte, opts ...grpc.ServerOption) string
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.ForceServerCodecV2(fastpath.Codec{}), grpc.MaxRecvMsgSize(maxMsg),
+	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.ForceServerCodecV2(framecodec.Codec{}), grpc.MaxRecvMsgSize(maxMsg),
 		grpc.MaxSendMsgSize(maxMsg), grpc.InitialWindowSize(1 << 20), grpc.InitialConnWindowSize(4 << 20)}, opts...)...)
 	desc := adsDesc
 	desc.Streams = []grpc.StreamDesc{{StreamName: "StreamAggregatedResources", ServerStreams: true, ClientStreams: true,
@@ -126,7 +127,7 @@ func newClient(tb testing.TB, sock string) *client {
 	tb.Cleanup(func() { cancel(); cc.Close() })
 	st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true},
 		"/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources",
-		grpc.ForceCodecV2(fastpath.Codec{}), grpc.MaxCallRecvMsgSize(maxMsg))
+		grpc.ForceCodecV2(framecodec.Codec{}), grpc.MaxCallRecvMsgSize(maxMsg))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -12,7 +12,8 @@ import (
 // NodeType is the first field of the node id.
 type NodeType string
 
-// Node types Istio knows (pkg/model/proxy.go NodeType); Istiod keys behaviour on them.
+// Node types Istio knows (pkg/model/proxy.go NodeType and IsApplicationNodeType, 1.30.3); Istiod
+// keys behaviour on them. The one list: pilot-agent's proxy and bootstrap commands accept these.
 const (
 	Sidecar      NodeType = "sidecar"
 	Router       NodeType = "router"

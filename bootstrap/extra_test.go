@@ -170,7 +170,7 @@ func TestBadInput(t *testing.T) {
 		"no IP":         {func(c *Config) { c.IPs = nil }, []string{"IPs"}},
 		"bad node type": {func(c *Config) { c.NodeType = "gateway" }, []string{"node type"}},
 		"metadata type": {func(c *Config) { c.Env = append(c.Env, "ISTIO_META_ENVOY_STATUS_PORT=abc") }, []string{"ENVOY_STATUS_PORT", "ISTIO_META_ENVOY_STATUS_PORT"}},
-		"bad POD_PORTS": {func(c *Config) { c.Env = append(c.Env, "ISTIO_META_POD_PORTS=notjson") }, []string{"POD_PORTS"}},
+		"bad POD_PORTS": {func(c *Config) { c.Env = append([]string{"ISTIO_META_POD_PORTS=notjson"}, c.Env...) }, []string{"POD_PORTS"}}, // first entry wins
 		"bad METAJSON":  {func(c *Config) { c.Env = append(c.Env, "ISTIO_METAJSON_LABELS={bad") }, []string{"ISTIO_METAJSON_LABELS"}},
 		"bad tracer addr": {func(c *Config) {
 			c.ProxyConfig.Tracing = &meshapi.Tracing{Tracer: &meshapi.Tracing_Zipkin_{Zipkin: &meshapi.Tracing_Zipkin{Address: "nozipkinport"}}}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/wingman-mesh/wingman/bootstrap/proxyconfig"
+	"github.com/wingman-mesh/wingman/internal/environ"
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
@@ -44,7 +45,7 @@ func NodeMetadata(cfg Config, ips []string) (*Metadata, error) {
 		}
 	}
 	var jsonVars []string
-	for _, kv := range cfg.Env {
+	for _, kv := range environ.Unique(cfg.Env) { // a repeated variable: its first entry, as os.Environ
 		name, val, ok := strings.Cut(kv, "=")
 		if !ok {
 			continue
@@ -72,7 +73,7 @@ func NodeMetadata(cfg Config, ips []string) (*Metadata, error) {
 		}
 	}
 	// GetNodeMetaData reads DNS_PROXY_ADDR from 1.31.0-rc.0 on (config.go).
-	if v, ok := lookupEnv(cfg.Env, "DNS_PROXY_ADDR"); ok && v != "" && releaseOf(cfg).secureMetricsAndSelfDiscovery() {
+	if v, ok := environ.Lookup(cfg.Env, "DNS_PROXY_ADDR"); ok && v != "" && releaseOf(cfg).secureMetricsAndSelfDiscovery() {
 		raw["DNS_PROXY_ADDR"] = v
 		from["DNS_PROXY_ADDR"] = "DNS_PROXY_ADDR"
 	}
@@ -168,7 +169,7 @@ func setAgentFacts(m *Metadata, cfg Config, ips []string) error {
 // (pkg/model/proxy.go GetLocalityLabel); 1.28 reads istio-locality only. Either way it is written
 // back as istio-locality.
 func podLabels(cfg Config, decoded map[string]string) (labels, static map[string]string, err error) {
-	if v, ok := lookupEnv(cfg.Env, metaJSONPrefix+"LABELS"); ok {
+	if v, ok := environ.Lookup(cfg.Env, metaJSONPrefix+"LABELS"); ok {
 		if json.Unmarshal([]byte(v), &static) != nil || len(static) == 0 {
 			static = nil
 		}
@@ -222,13 +223,4 @@ func metadataDiscovery(cfg Config, m *Metadata) bool {
 		return *cfg.MetadataDiscovery
 	}
 	return bool(m.EnableHBONE)
-}
-
-func lookupEnv(env []string, name string) (string, bool) {
-	for _, kv := range env { // first one wins, as os.Getenv does on duplicate entries
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
 }

@@ -26,7 +26,7 @@ func ParseNodeID(id string) (ParsedNodeID, error) {
 		return ParsedNodeID{}, fmt.Errorf("node id %q: want 4 fields separated by ~, got %d", id, len(parts))
 	}
 	t := NodeType(parts[0])
-	if t != Sidecar && t != Router {
+	if !t.Valid() { // Istio: IsApplicationNodeType (pilot/pkg/model/context.go, 1.30.3)
 		return ParsedNodeID{}, fmt.Errorf("node id %q: unknown node type %q", id, parts[0])
 	}
 	if _, err := netip.ParseAddr(parts[1]); err != nil {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wingman-mesh/wingman/internal/environ"
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
@@ -398,7 +399,7 @@ func SubstituteHostIP(s string, env []string) string {
 	if !strings.Contains(s, "$(HOST_IP)") {
 		return s
 	}
-	ip, _ := lookupEnv(env, "HOST_IP")
+	ip, _ := environ.Lookup(env, "HOST_IP")
 	if strings.Contains(ip, ":") {
 		ip = "[" + ip + "]"
 	}

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/wingman-mesh/wingman/internal/environ"
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
 )
 
@@ -142,7 +143,7 @@ func (st *state) templateParams(ctx context.Context) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	xdsRoot, _ := lookupEnv(st.cfg.Env, "XDS_ROOT_CA") // agent.go: XDSRootCert is XDS_ROOT_CA as given
+	xdsRoot, _ := environ.Lookup(st.cfg.Env, "XDS_ROOT_CA") // agent.go: XDSRootCert is XDS_ROOT_CA as given
 	p := map[string]any{
 		// Set unconditionally (newOption) at every supported tag.
 		"nodeID":                        st.nodeID,

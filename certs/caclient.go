@@ -53,7 +53,6 @@ func (c *caClient) sign(ctx context.Context, csrPEM []byte) ([]string, error) {
 		var chain []string
 		chain, err = c.call(ctx, client, req)
 		if err == nil {
-			c.cfg.mark(traceAnswer)
 			return chain, nil
 		}
 		if attempt >= c.cfg.CAAttempts || !retryable(err) || ctx.Err() != nil {

@@ -100,8 +100,6 @@ type Config struct {
 	Logger     *slog.Logger     // nil → discard
 	SDSLogger  *slog.Logger     // the SDS server's logs (Istio's "sds" scope); nil → Logger
 	Registerer *metric.Registry // nil → metrics are kept but not exported
-
-	trace func(traceStage) // tests only: called at each stage of a rotation (trace.go)
 }
 
 func (c Config) withDefaults() Config {

@@ -62,18 +62,17 @@ type istioRef struct {
 	secretv3.UnimplementedSecretDiscoveryServiceServer
 	ca    pb.IstioCertificateServiceClient
 	csr   string
-	key   []byte           // PEM of the key the CSR was made with
-	push  chan struct{}    // a rotation's push event, as Istio's per-connection push channel
-	mark  func(traceStage) // traceAnswer, traceBuilt, traceSent
-	log   *slog.Logger     // Info lines formatted and discarded
-	recvs sync.WaitGroup   // receive goroutines; waited after the server stops
-	ver   atomic.Uint64    // response versions
-	mu    sync.Mutex       // guards cache, root, timer
-	cache *refSecret       // the workload secret, as Istio's secretCache
-	root  []byte           // the last root seen
-	timer *time.Timer      // the scheduled rotation (never fires in a benchmark)
-	ctx   context.Context  // the CA calls' context
-	md    metadata.MD      // ClusterID, as the citadel client sends
+	key   []byte          // PEM of the key the CSR was made with
+	push  chan struct{}   // a rotation's push event, as Istio's per-connection push channel
+	log   *slog.Logger    // Info lines formatted and discarded
+	recvs sync.WaitGroup  // receive goroutines; waited after the server stops
+	ver   atomic.Uint64   // response versions
+	mu    sync.Mutex      // guards cache, root, timer
+	cache *refSecret      // the workload secret, as Istio's secretCache
+	root  []byte          // the last root seen
+	timer *time.Timer     // the scheduled rotation (never fires in a benchmark)
+	ctx   context.Context // the CA calls' context
+	md    metadata.MD     // ClusterID, as the citadel client sends
 	token credentials.PerRPCCredentials
 }
 
@@ -92,7 +91,7 @@ func (bearer) RequireTransportSecurity() bool { return true }
 
 // startIstioRef serves the reference on a Unix socket in e.dir, signing through e's CA over TLS
 // with its own client connection, and returns an SDS client connected to it: dial's, when not nil.
-func startIstioRef(e *env, mark func(traceStage), dial func(path string) *sdsClient) (*istioRef, *sdsClient) {
+func startIstioRef(e *env, dial func(path string) *sdsClient) (*istioRef, *sdsClient) {
 	t := e.t
 	t.Helper()
 	k, err := generateKey(&Config{KeyType: KeyECDSA, ECCCurve: "P256"})
@@ -113,7 +112,7 @@ func startIstioRef(e *env, mark func(traceStage), dial func(path string) *sdsCli
 	}
 	t.Cleanup(func() { caConn.Close() })
 	r := &istioRef{ca: pb.NewIstioCertificateServiceClient(caConn), csr: string(csr), key: k.pem,
-		push: make(chan struct{}), mark: mark, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		push: make(chan struct{}), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ctx: e.ctx, md: metadata.Pairs("ClusterID", "Kubernetes")}
 	path := filepath.Join(e.dir, "ref.sock")
 	lis, err := net.Listen("unix", path)
@@ -209,7 +208,6 @@ func (r *istioRef) generateAndSend(stream secretv3.SecretDiscoveryService_Stream
 	if err != nil {
 		return err
 	}
-	r.mark(traceAnswer)
 	elems := resp.GetCertChain()
 	if len(elems) <= 1 {
 		return errors.New("invalid empty CertChain")
@@ -264,17 +262,14 @@ func (r *istioRef) generateAndSend(stream secretv3.SecretDiscoveryService_Stream
 		Nonce:       h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:],
 		Resources:   []*anypb.Any{res.GetResource()},
 	}
-	r.mark(traceBuilt)
-	err = stream.Send(out)
-	r.mark(traceSent)
-	return err
+	return stream.Send(out)
 }
 
 // TestIstioRefServesAValidSecret: the reference's pushes carry a usable pair, so the benchmark
 // compares like with like.
 func TestIstioRefServesAValidSecret(t *testing.T) {
 	e := newEnv(t, nil)
-	r, c := startIstioRef(e, func(traceStage) {}, nil)
+	r, c := startIstioRef(e, nil)
 	c.send("", ResourceDefault)
 	first, err := checkPair(c.mustRecv(ResourceDefault)[ResourceDefault], e.clock.Now(), e.ca.RootPEM())
 	if err != nil {

@@ -259,7 +259,6 @@ func (m *Manager) renew(ctx context.Context, key privateKey, trigger time.Time) 
 	}
 	ch, err := m.chains.parse(elems)
 	if err == nil {
-		m.cfg.mark(traceParsed)
 		err = m.chains.check(ch, key.signer.Public(), m.spiffeID, m.cfg.Clock.Now())
 	}
 	if err != nil {
@@ -267,7 +266,6 @@ func (m *Manager) renew(ctx context.Context, key privateKey, trigger time.Time) 
 		m.met.badResponses.Inc()
 		return fmt.Errorf("CA response for %s rejected: %w", m.spiffeID, err)
 	}
-	m.cfg.mark(traceChecked)
 	w := m.newWorkload(key, ch)
 	// OUTPUT_CERTS first: whoever learns of the new certificate from SDS finds it on disk too.
 	m.writeOutput(w)
@@ -301,9 +299,7 @@ func (m *Manager) install(w *workload) {
 	m.aliasMu.Lock()
 	prev := m.cur.Swap(w)
 	sec := certSecret(ResourceDefault, w.chainPEM, w.keyPEM)
-	m.cfg.mark(traceBuilt)
 	m.store.publish(sec)
-	m.cfg.mark(tracePublished)
 	if prev == nil || !bytes.Equal(prev.rootPEM, w.rootPEM) {
 		m.store.publish(m.extras.rootCASecret(w.rootPEM))
 	}

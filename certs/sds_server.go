@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -37,7 +36,6 @@ type Server struct {
 	clock clock.Clock  // immutable
 	log   *slog.Logger // immutable
 	met   *metrics     // immutable
-	mark  func(traceStage)
 
 	counter atomic.Uint64  // versions and nonces
 	streams sync.WaitGroup // receive goroutines of live streams; Run waits for them
@@ -56,7 +54,7 @@ func NewServer(m *Manager) *Server {
 		log = m.log.With("server", "sds")
 	}
 	return &Server{path: path, src: m, clock: m.cfg.Clock, log: log, met: m.met,
-		mark: m.cfg.mark, serving: make(chan struct{})}
+		serving: make(chan struct{})}
 }
 
 // Path is the socket the server listens on.
@@ -113,11 +111,9 @@ func (s *Server) listen(ctx context.Context) (net.Listener, error) {
 	}
 }
 
+// listenUnix creates the SDS socket with Istio's modes (unixsock.Listen).
 func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("certs: SDS socket dir for %s: %w", path, err)
-	}
-	lis, err := unixsock.Listen(path, 0o666)
+	lis, err := unixsock.Listen(path)
 	if err != nil {
 		return nil, fmt.Errorf("certs: SDS: %w", err)
 	}

@@ -83,7 +83,6 @@ func (s *Server) streamSecrets(stream sdsConn) error {
 		case req := <-reqs:
 			err = st.handle(req)
 		case <-wake:
-			s.mark(traceWoken)
 			err = st.push(nil, false)
 		}
 		if err != nil {
@@ -192,8 +191,5 @@ func (st *sdsStream) push(names []string, force bool) error {
 	resp := encodeResponse(st.s.clock.Now(), id, res)
 	st.nonce = id
 	clear(res)
-	st.s.mark(traceEncoded)
-	err := st.stream.Send(resp)
-	st.s.mark(traceSent)
-	return err
+	return st.stream.Send(resp)
 }

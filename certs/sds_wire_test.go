@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/lab/framecodec"
 )
 
 var det = proto.MarshalOptions{Deterministic: true}
@@ -203,7 +204,7 @@ func TestUnimplementedMethods(t *testing.T) {
 	}
 
 	raw, err := conn.NewStream(e.ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true},
-		"/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets", grpc.ForceCodecV2(fastpath.Codec{}))
+		"/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets", grpc.ForceCodecV2(framecodec.Codec{}))
 	if err != nil {
 		t.Fatal(err)
 	}

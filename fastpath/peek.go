@@ -100,11 +100,13 @@ const (
 )
 
 // Peeker reads fields from frames. It keeps scratch space between calls so that names spanning
-// buffer boundaries cost no allocation in steady state. A Peeker is not safe for concurrent use;
+// buffer boundaries cost no allocation in steady state. Requests are read here with a [Cursor];
+// responses by the [ResponseScanner] it holds. A Peeker is not safe for concurrent use;
 // the zero value is ready to use.
 type Peeker struct {
 	scratch  []byte
 	scratch2 []byte
+	resp     ResponseScanner // responses, whole or streamed, have this one parser
 }
 
 // readString reads a length-delimited string field value, interning well-known type URLs.
@@ -218,18 +220,9 @@ func (p *Peeker) PeekRequestNames(data mem.BufferSlice, r *Request, visit func(n
 	*r = Request{}
 	c := NewCursor(data)
 	for {
-		f, wt, done, err := c.Next()
-		if err != nil {
-			return fmt.Errorf("DiscoveryRequest: %w", err)
-		}
-		if done {
-			return nil
-		}
-		if wt != wireBytes { // every field the proxy reads is length-delimited; others are unknown
-			if err := c.SkipValue(wt); err != nil {
-				return fmt.Errorf("DiscoveryRequest field %d: %w", f, err)
-			}
-			continue
+		f, done, err := c.nextBytesField()
+		if err != nil || done {
+			return fieldError("DiscoveryRequest", f, err)
 		}
 		switch f {
 		case reqVersion:
@@ -241,15 +234,12 @@ func (p *Peeker) PeekRequestNames(data mem.BufferSlice, r *Request, visit func(n
 		case reqNames:
 			r.Names++
 			if visit == nil {
-				err = c.SkipValue(wt)
+				err = c.SkipValue(wireBytes)
 				break
 			}
-			var n int
-			if n, err = c.Length(); err == nil {
-				var name []byte
-				if name, err = c.Bytes(n, &p.scratch); err == nil {
-					visit(name)
-				}
+			var name []byte
+			if name, err = p.readName(&c); err == nil {
+				visit(name)
 			}
 		case reqNode:
 			r.NodeID, r.Node, err = p.readNode(&c, r.NodeID, r.Node)
@@ -257,49 +247,65 @@ func (p *Peeker) PeekRequestNames(data mem.BufferSlice, r *Request, visit func(n
 			r.HasError = true
 			r.ErrorMsg, err = p.readStatus(&c, r.ErrorMsg)
 		default:
-			err = c.SkipValue(wt)
+			err = c.SkipValue(wireBytes)
 		}
 		if err != nil {
-			return fmt.Errorf("DiscoveryRequest field %d: %w", f, err)
+			return fieldError("DiscoveryRequest", f, err)
 		}
 	}
 }
 
-// PeekResponse reads a DiscoveryResponse. It walks the top-level fields only: each resource is
-// skipped by its length, so the cost does not depend on what the resources hold and nothing is
-// allocated per resource.
-func (p *Peeker) PeekResponse(data mem.BufferSlice, r *Response) error {
-	*r = Response{}
-	c := NewCursor(data)
+// nextBytesField moves to the next length-delimited field and returns its number, skipping
+// fields of other wire types (every field the proxy reads is length-delimited; others are
+// unknown). An error while skipping comes with that field's number, one reading a key with 0.
+func (c *Cursor) nextBytesField() (field int, done bool, err error) {
 	for {
 		f, wt, done, err := c.Next()
-		if err != nil {
-			return fmt.Errorf("DiscoveryResponse: %w", err)
+		if err != nil || done || wt == wireBytes {
+			return f, done, err
 		}
-		if done {
-			return nil
+		if err := c.SkipValue(wt); err != nil {
+			return f, false, err
 		}
-		if wt != wireBytes { // every field the proxy reads is length-delimited; others are unknown
-			if err := c.SkipValue(wt); err != nil {
-				return fmt.Errorf("DiscoveryResponse field %d: %w", f, err)
-			}
-			continue
-		}
-		switch f {
-		case respVersion:
-			r.Version, err = p.readString(&c, false)
-		case respTypeURL:
-			r.TypeURL, err = p.readString(&c, true)
-		case respNonce:
-			r.Nonce, err = p.readString(&c, false)
-		case respResource:
-			r.Resources++
-			err = c.SkipValue(wt)
-		default:
-			err = c.SkipValue(wt)
-		}
-		if err != nil {
-			return fmt.Errorf("DiscoveryResponse field %d: %w", f, err)
+	}
+}
+
+// fieldError wraps err (nil: nil) with the message's name and, when not 0, the field's number.
+func fieldError(msg string, field int, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case field == 0:
+		return fmt.Errorf("%s: %w", msg, err)
+	}
+	return fmt.Errorf("%s field %d: %w", msg, field, err)
+}
+
+// readName reads a length-delimited value in place, or into the Peeker's scratch when it spans
+// buffers; it is valid until the next read.
+func (p *Peeker) readName(c *Cursor) ([]byte, error) {
+	n, err := c.Length()
+	if err != nil {
+		return nil, err
+	}
+	return c.Bytes(n, &p.scratch)
+}
+
+// PeekResponse reads a DiscoveryResponse: a [ResponseScanner] fed the whole message, so that
+// whole and streamed responses have one parser. It walks the top-level fields only: each
+// resource is skipped by its length, so the cost does not depend on what the resources hold and
+// nothing is allocated per resource.
+func (p *Peeker) PeekResponse(data mem.BufferSlice, r *Response) error {
+	p.feedWhole(false, data, nil)
+	return p.resp.FinishSotW(r)
+}
+
+// feedWhole resets the Peeker's scanner for data and feeds it every buffer of data.
+func (p *Peeker) feedWhole(delta bool, data mem.BufferSlice, visit func(NameKind, []byte, []byte)) {
+	p.resp.Reset(delta, data.Len(), visit)
+	for _, b := range data {
+		if p.resp.Feed(b.ReadOnlyData()) != nil {
+			return // sticky: Finish returns it
 		}
 	}
 }
@@ -310,18 +316,9 @@ func (p *Peeker) PeekDeltaRequest(data mem.BufferSlice, r *DeltaRequest, visit f
 	*r = DeltaRequest{}
 	c := NewCursor(data)
 	for {
-		f, wt, done, err := c.Next()
-		if err != nil {
-			return fmt.Errorf("DeltaDiscoveryRequest: %w", err)
-		}
-		if done {
-			return nil
-		}
-		if wt != wireBytes { // every field the proxy reads is length-delimited; others are unknown
-			if err := c.SkipValue(wt); err != nil {
-				return fmt.Errorf("DeltaDiscoveryRequest field %d: %w", f, err)
-			}
-			continue
+		f, done, err := c.nextBytesField()
+		if err != nil || done {
+			return fieldError("DeltaDiscoveryRequest", f, err)
 		}
 		switch f {
 		case dreqNode:
@@ -338,114 +335,29 @@ func (p *Peeker) PeekDeltaRequest(data mem.BufferSlice, r *DeltaRequest, visit f
 			} else {
 				r.Subscribe++
 			}
-			var n int
-			if n, err = c.Length(); err == nil {
-				var name []byte
-				if name, err = c.Bytes(n, &p.scratch); err == nil && visit != nil {
-					visit(kind, name)
-				}
+			var name []byte
+			if name, err = p.readName(&c); err == nil && visit != nil {
+				visit(kind, name)
 			}
 		case dreqError:
 			r.HasError = true
 			r.ErrorMsg, err = p.readStatus(&c, r.ErrorMsg)
 		default:
-			err = c.SkipValue(wt)
+			err = c.SkipValue(wireBytes)
 		}
 		if err != nil {
-			return fmt.Errorf("DeltaDiscoveryRequest field %d: %w", f, err)
+			return fieldError("DeltaDiscoveryRequest", f, err)
 		}
 	}
 }
 
-// PeekDeltaResponse reads a DeltaDiscoveryResponse. When visit is not nil it is called with the
-// name and version of every resource (kind Updated) and every removed name (kind Removed); the
+// PeekDeltaResponse reads a DeltaDiscoveryResponse, as [Peeker.PeekResponse] reads a
+// DiscoveryResponse. When visit is not nil it is called with the name and version of every
+// resource (kind Updated, at the resource's end) and every removed name (kind Removed); the
 // slices are only valid during the call. Resource bodies are skipped unread.
 func (p *Peeker) PeekDeltaResponse(data mem.BufferSlice, r *DeltaResponse, visit func(kind NameKind, name, version []byte)) error {
-	*r = DeltaResponse{}
-	c := NewCursor(data)
-	for {
-		f, wt, done, err := c.Next()
-		if err != nil {
-			return fmt.Errorf("DeltaDiscoveryResponse: %w", err)
-		}
-		if done {
-			return nil
-		}
-		if wt != wireBytes { // every field the proxy reads is length-delimited; others are unknown
-			if err := c.SkipValue(wt); err != nil {
-				return fmt.Errorf("DeltaDiscoveryResponse field %d: %w", f, err)
-			}
-			continue
-		}
-		switch f {
-		case drespVersion:
-			r.Version, err = p.readString(&c, false)
-		case drespTypeURL:
-			r.TypeURL, err = p.readString(&c, true)
-		case drespNonce:
-			r.Nonce, err = p.readString(&c, false)
-		case drespResources:
-			r.Resources++
-			err = p.peekResource(&c, visit)
-		case drespRemoved:
-			r.Removed++
-			var n int
-			if n, err = c.Length(); err == nil {
-				var name []byte
-				if name, err = c.Bytes(n, &p.scratch); err == nil && visit != nil {
-					visit(Removed, name, nil)
-				}
-			}
-		default:
-			err = c.SkipValue(wt)
-		}
-		if err != nil {
-			return fmt.Errorf("DeltaDiscoveryResponse field %d: %w", f, err)
-		}
-	}
-}
-
-// peekResource reads the name and version of one delta Resource, skipping its body.
-func (p *Peeker) peekResource(c *Cursor, visit func(NameKind, []byte, []byte)) error {
-	n, err := c.Length()
-	if err != nil {
-		return err
-	}
-	sub, err := c.Sub(n)
-	if err != nil {
-		return err
-	}
-	var name, version []byte
-	for {
-		f, wt, done, err := sub.Next()
-		if err != nil {
-			return fmt.Errorf("Resource: %w", err)
-		}
-		if done {
-			break
-		}
-		switch {
-		case f == resName && wt == wireBytes:
-			var k int
-			if k, err = sub.Length(); err == nil {
-				name, err = sub.Bytes(k, &p.scratch)
-			}
-		case f == resVersion && wt == wireBytes:
-			var k int
-			if k, err = sub.Length(); err == nil {
-				version, err = sub.Bytes(k, &p.scratch2)
-			}
-		default:
-			err = sub.SkipValue(wt)
-		}
-		if err != nil {
-			return fmt.Errorf("Resource field %d: %w", f, err)
-		}
-	}
-	if visit != nil {
-		visit(Updated, name, version)
-	}
-	return nil
+	p.feedWhole(true, data, visit)
+	return p.resp.FinishDelta(r)
 }
 
 // CheckUTF8 reports the first string field read into r that is not valid UTF-8: proto.Unmarshal

@@ -6,9 +6,9 @@ import (
 )
 
 // ResponseScanner peeks a DiscoveryResponse or DeltaDiscoveryResponse fed in pieces, for a proxy
-// that forwards a response while it is still arriving (cut-through). It reads the same fields
-// [Peeker.PeekResponse] and [Peeker.PeekDeltaResponse] read on a whole message, with the same
-// results and the same errors, from any split of the bytes. Memory is bounded by the small fields
+// that forwards a response while it is still arriving (cut-through). It is the one response
+// parser: [Peeker.PeekResponse] and [Peeker.PeekDeltaResponse] feed it a whole message, so any
+// split of the bytes gives the same results and the same errors. Memory is bounded by the small fields
 // it keeps (type URL, nonce, versions, the current resource's name and version), never by a
 // resource body, which it skips as it passes without reading or copying it.
 //
@@ -59,7 +59,7 @@ type frameKind uint8
 
 const (
 	frameMessage  frameKind = iota // the response
-	frameResource                  // a delta Resource: read strictly, as Peeker.peekResource does
+	frameResource                  // a delta Resource: read strictly: its name and version are reported
 	frameAny                       // a resource's Any: read for its type_url only, leniently
 )
 
@@ -115,8 +115,8 @@ func keepSmall(b []byte) []byte {
 // google.protobuf.Any (SotW: resources is the Any; Delta: the Any is field 2 of a Resource),
 // which is the first resource's unless that one has none. Istiod marshals in field-number order,
 // so for a large push the Any's comes first, within the first few hundred bytes. The Anys are
-// read for this hint only, until it is known: a malformed one is passed over (Peeker does not
-// read them, and a message it accepts is never refused for them). Known type URLs are returned
+// read for this hint only, until it is known: a malformed one is passed over (protobuf does not
+// read an Any's contents when it decodes the response, so a response is never refused for them). Known type URLs are returned
 // without allocating.
 func (s *ResponseScanner) EarlyTypeURL() (string, bool) {
 	if s.hasType {
@@ -131,8 +131,8 @@ func (s *ResponseScanner) EarlyTypeURL() (string, bool) {
 // Fed is the number of bytes fed so far.
 func (s *ResponseScanner) Fed() int { return s.pos }
 
-// FinishSotW returns what [Peeker.PeekResponse] returns on the whole message, once exactly the
-// message's size has been fed. It is an error if fewer were, or if the scanner was reset for a
+// FinishSotW returns what was read of the DiscoveryResponse, once exactly the message's size
+// has been fed. It is an error if fewer were, or if the scanner was reset for a
 // delta response.
 func (s *ResponseScanner) FinishSotW(r *Response) error {
 	*r = Response{}
@@ -144,7 +144,7 @@ func (s *ResponseScanner) FinishSotW(r *Response) error {
 	return nil
 }
 
-// FinishDelta returns what [Peeker.PeekDeltaResponse] returns on the whole message, as
+// FinishDelta returns what was read of the DeltaDiscoveryResponse, as
 // [ResponseScanner.FinishSotW] does for SotW.
 func (s *ResponseScanner) FinishDelta(r *DeltaResponse) error {
 	*r = DeltaResponse{}
@@ -196,8 +196,8 @@ func (s *ResponseScanner) msgName() string {
 }
 
 // Feed reads the next bytes of the message; b may be split anywhere. It returns an error on
-// malformed wire data (the same error Peeker returns on the whole message, from the piece where
-// Peeker stops) and when more bytes than the message's size are fed. After an error, every call
+// malformed wire data (the same error whatever the split, from the piece where the fault lies,
+// worded as the request parser words its own) and when more bytes than the message's size are fed. After an error, every call
 // returns it. b is not retained.
 func (s *ResponseScanner) Feed(b []byte) error {
 	if s.err != nil {
@@ -493,7 +493,7 @@ func keep(dst *string, b []byte) {
 	}
 }
 
-// keepType sets *dst to the type URL b, interned as Peeker interns it.
+// keepType sets *dst to the type URL b, interned as Peeker.readString interns it.
 func keepType(dst *string, b []byte) {
 	if t, ok := knownTypeURLs[string(b)]; ok {
 		*dst = t
@@ -502,8 +502,8 @@ func keepType(dst *string, b []byte) {
 	keep(dst, b)
 }
 
-// present returns b, or an empty slice that is not nil when b is nil: Peeker passes visit nil
-// only for an absent field, and a present empty one as empty.
+// present returns b, or an empty slice that is not nil when b is nil: visit is passed nil only
+// for an absent field, and a present empty one as empty.
 func present(b []byte) []byte {
 	if b == nil {
 		return noBytes
@@ -538,8 +538,8 @@ func (s *ResponseScanner) pop() {
 }
 
 // bad handles malformed data. Inside a resource's Any (read for a hint only, and not read at
-// all by Peeker) it abandons the Any and skips to its end; elsewhere it fails the message
-// with the error Peeker gives, wrapped the same way.
+// by protobuf's decoding of the response) it abandons the Any and skips to its end; elsewhere it
+// fails the message with the error Peeker's request parser would give, wrapped the same way.
 func (s *ResponseScanner) bad(err error) {
 	if s.frames[s.depth].kind == frameAny {
 		left := s.frames[s.depth].end - s.pos

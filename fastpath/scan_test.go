@@ -16,9 +16,10 @@ import (
 )
 
 // The expected values of these tests are what Peeker.PeekResponse and Peeker.PeekDeltaResponse
-// give on the whole message (their agreement with proto.Unmarshal is what FuzzPeekResponse and
-// FuzzPeekDelta check), and, for EarlyTypeURL, the offset of the first Any's type_url in bytes
-// written by proto.Marshal.
+// give on the whole message, which is the scanner fed it in one piece: a split must not change
+// the result (their agreement with proto.Unmarshal is what FuzzPeekResponse and FuzzPeekDelta
+// check), and, for EarlyTypeURL, the offset of the first Any's type_url in bytes written by
+// proto.Marshal.
 
 // peekResult is what a peek or a scan of one message gives.
 type peekResult struct {
@@ -229,7 +230,7 @@ func TestScanDeltaResponseMatchesPeek(t *testing.T) {
 	}
 }
 
-// TestScanMalformed checks that malformed messages fail with Peeker's error, whatever the split.
+// TestScanMalformed checks that malformed messages fail, with the same error whatever the split.
 func TestScanMalformed(t *testing.T) {
 	good := marshal(t, sampleResponse(3))
 	goodDelta := marshal(t, &discovery.DeltaDiscoveryResponse{Nonce: "n", Resources: []*discovery.Resource{
@@ -405,7 +406,7 @@ func TestScanAllocs(t *testing.T) {
 }
 
 // FuzzScanResponse splits the input pseudo-randomly and checks the scan against Peeker on the
-// whole message: same error text or the same fields and visited names.
+// whole message (one piece): same error text or the same fields and visited names.
 func FuzzScanResponse(f *testing.F) {
 	f.Add(marshal(f, sampleResponse(3)), false, uint64(1))
 	f.Add(append(unknownFields(nil), 0x22, 0x01, 'x'), false, uint64(2))

@@ -3,6 +3,7 @@ package mux
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -16,10 +17,11 @@ import (
 // text. Handlers run on the stream's receive goroutine and must not block for long.
 type Handler func(resources [][]byte) error
 
-// Rewriter may replace an ECDS response before it is forwarded (the Wasm remote-load rewrite).
-// It owns in and returns the frame to forward; an error NACKs the response upstream and it is
-// not forwarded. It runs on the session's ECDS goroutine (ecds.go), so it may wait (a module
-// fetch) without holding up other types or streams; ECDS responses keep their order. It stops
+// Rewriter may replace a response of the type it is registered for (Config.Rewriters) before it
+// is forwarded; cmd registers the Wasm remote-load rewrite for ECDS. It owns in and returns the
+// frame to forward; an error NACKs the response upstream and it is not forwarded. It runs on a
+// goroutine of the session's own for its type (rewrite.go), so it may wait (a module fetch)
+// without holding up other types or streams; the type's responses keep their order. It stops
 // early, returning an error, when ctx is done (the response was superseded).
 type Rewriter func(ctx context.Context, in fastpath.Frame, delta bool) (fastpath.Frame, error)
 
@@ -44,8 +46,9 @@ type Config struct {
 	// ReportHealth makes the session carrying the agent's requests send the health given to
 	// Proxy.ReportHealth (ProxyConfig readinessProbe), even when AgentTypes is empty.
 	ReportHealth bool
-	// RewriteECDS, when set, sees every ECDS response before it is forwarded.
-	RewriteECDS Rewriter
+	// Rewriters, by type URL, see every response of their type before it is forwarded (a type
+	// cannot be both an agent type and rewritten).
+	Rewriters map[string]Rewriter
 	// Recorder, when set, hears what each client is sent and accepts (laststate.go).
 	Recorder Recorder
 	// Restore, when set, serves restored responses until Istiod is reached (laststate.go).
@@ -98,6 +101,11 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Upstream.Address == "" {
 		return errors.New("mux: Upstream.Address is required")
+	}
+	for typeURL := range c.Rewriters {
+		if _, ok := c.AgentTypes[typeURL]; ok {
+			return fmt.Errorf("mux: %s is both an agent type and rewritten", typeURL)
+		}
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = defaultMaxMessage

@@ -19,7 +19,7 @@ import (
 // the resource bodies (Istiod writes resources before the top-level type_url; either one
 // decides). It goes through when
 //   - it is longer than one piece (a smaller one is received whole, as before),
-//   - its type is not one the agent keeps (its own subscriptions, ECDS under the Wasm rewrite),
+//   - its type is not one the agent keeps (its own subscriptions, a rewritten type such as ECDS),
 //   - and the client's queue is empty with its send loop waiting, so it goes out at once.
 // Otherwise it is received whole and queued, where state-of-the-world responses coalesce and
 // Delta ones merge: a response that must wait anyway is better replaced than streamed.
@@ -290,9 +290,9 @@ func (r *responseReader) record() error {
 }
 
 // keeps reports whether the agent must hold a whole response of this type: its own
-// subscriptions, and ECDS when the Wasm rewrite is on.
+// subscriptions, and the rewritten types (Config.Rewriters).
 func (s *session) keeps(typeURL string) bool {
-	if typeURL == fastpath.ExtensionConfigType && s.p.cfg.RewriteECDS != nil {
+	if _, ok := s.rewrites[typeURL]; ok {
 		return true
 	}
 	if _, ok := s.p.cfg.AgentTypes[typeURL]; ok {

@@ -107,7 +107,7 @@ func TestECDSWasmThroughProxy(t *testing.T) {
 			i := newIstiod(t)
 			mods := newWasmServer(t, nil)
 			rw := wasmRewrite(t)
-			_, sock := testProxy(t, i, func(c *Config) { c.RewriteECDS = rw })
+			_, sock := testProxy(t, i, func(c *Config) { c.Rewriters = map[string]Rewriter{fastpath.ExtensionConfigType: rw} })
 			ctx := testCtx(t)
 			res := map[string]types.Resource{}
 			var names []string
@@ -304,7 +304,7 @@ func TestECDSOrderAndAcks(t *testing.T) {
 	rw := wasmRewrite(t)
 	_, sock := testProxy(t, nil, func(c *Config) {
 		c.Upstream = UpstreamConfig{Address: up.addr, Plaintext: true}
-		c.RewriteECDS = rw
+		c.Rewriters = map[string]Rewriter{fastpath.ExtensionConfigType: rw}
 	})
 	ctx := testCtx(t)
 	s, err := adsClient(t, sock).StreamAggregatedResources(ctx)
@@ -418,7 +418,7 @@ func TestECDSDeltaOrder(t *testing.T) {
 	rw := wasmRewrite(t)
 	_, sock := testProxy(t, nil, func(c *Config) {
 		c.Upstream = UpstreamConfig{Address: up.addr, Plaintext: true}
-		c.RewriteECDS = rw
+		c.Rewriters = map[string]Rewriter{fastpath.ExtensionConfigType: rw}
 	})
 	ctx := testCtx(t)
 	s, err := adsClient(t, sock).DeltaAggregatedResources(ctx)
@@ -504,7 +504,7 @@ func TestECDSPendingAcrossReconnect(t *testing.T) {
 	rw := wasmRewrite(t)
 	_, sock := testProxy(t, nil, func(c *Config) {
 		c.Upstream = UpstreamConfig{Address: up.addr, Plaintext: true}
-		c.RewriteECDS = rw
+		c.Rewriters = map[string]Rewriter{fastpath.ExtensionConfigType: rw}
 	})
 	ctx := testCtx(t)
 	s, err := adsClient(t, sock).DeltaAggregatedResources(ctx)
@@ -523,7 +523,7 @@ func TestECDSPendingAcrossReconnect(t *testing.T) {
 		t.Fatalf("client got %s first, want the new stream's response", r.Nonce)
 	}
 	localFile(t, r.Resources[0].Resource, "/fast.wasm")
-	// ecdsLoop is sequential: "new" was forwarded only after the old response was dropped, so
+	// rewriteLoop is sequential: "new" was forwarded only after the old response was dropped, so
 	// the old one can no longer reach the client.
 	close(gate)
 	released = true
@@ -542,7 +542,7 @@ func TestECDSFetchDoesNotBlockOtherStreams(t *testing.T) {
 	}()
 	i := newIstiod(t)
 	rw := wasmRewrite(t)
-	_, sock := testProxy(t, i, func(c *Config) { c.RewriteECDS = rw })
+	_, sock := testProxy(t, i, func(c *Config) { c.Rewriters = map[string]Rewriter{fastpath.ExtensionConfigType: rw} })
 	ctx := testCtx(t)
 	slow, fast := wasmPlugin(mods.URL+"/slow.wasm"), wasmPlugin(mods.URL+"/fast.wasm")
 	slow.Name, fast.Name = "slow", "fast"

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -57,14 +55,11 @@ func newProxy(cfg Config, up opener, closeUp func() error, m *metrics) *Proxy {
 // goTracked runs f on a goroutine that Run waits for before returning.
 func (p *Proxy) goTracked(f func()) { p.wg.Go(f) }
 
-// Listen creates the Unix socket: the parent directory made, a stale socket replaced, and the
-// socket opened to every local user (Envoy runs as another uid), as Istio does. The socket file
-// appears only once it accepts connections.
+// Listen creates the Unix socket with Istio's modes (unixsock.Listen): the parent directory
+// made, a stale socket replaced, the socket open to every local user (Envoy runs as another
+// uid). The socket file appears only once it accepts connections.
 func Listen(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, fmt.Errorf("mux: create socket directory: %w", err)
-	}
-	l, err := unixsock.Listen(path, 0o666)
+	l, err := unixsock.Listen(path)
 	if err != nil {
 		return nil, fmt.Errorf("mux: %w", err)
 	}

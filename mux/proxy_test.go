@@ -20,6 +20,7 @@ import (
 
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/ndspb"
+	"github.com/wingman-mesh/wingman/lab/framecodec"
 )
 
 // checkSotW asserts that a response holds exactly the cache's resources, byte for byte.
@@ -394,7 +395,7 @@ func TestMalformedClientFrameEndsOnlyThatStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	raw, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, sotwMethod, grpc.ForceCodecV2(fastpath.Codec{}))
+	raw, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, sotwMethod, grpc.ForceCodecV2(framecodec.Codec{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/lab/framecodec"
 )
 
 // rawUpstream is a plaintext gRPC ADS server whose streams run a test-supplied function over
@@ -25,7 +26,7 @@ func newRawUpstream(t testing.TB, handle func(grpc.ServerStream) error) *rawUpst
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(fastpath.Codec{}), grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(framecodec.Codec{}), grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
 	h := func(_ any, ss grpc.ServerStream) error { return handle(ss) }
 	srv.RegisterService(&grpc.ServiceDesc{ServiceName: adsService, HandlerType: (*any)(nil), Streams: []grpc.StreamDesc{
 		{StreamName: "StreamAggregatedResources", ServerStreams: true, ClientStreams: true, Handler: h},

@@ -76,7 +76,7 @@ type session struct {
 	restoredAny bool           // restored responses were queued: the first upstream stream replays
 	rec         StreamRecorder // nil without Config.Recorder; set before the first response
 
-	ecds ecdsQueue // ECDS responses waiting for the Wasm rewrite (ecds.go); own lock
+	rewrites map[string]*rewriteQueue // immutable map, by type URL: Config.Rewriters' queues (rewrite.go)
 
 	streaming  atomic.Pointer[streamItem] // the response being forwarded cut-through, if any
 	streamPeak atomic.Int64               // the most a cut-through response ever held
@@ -92,6 +92,12 @@ func newSession(p *Proxy, proto protocol, down downstream) *session {
 	}
 	if proto.delta() {
 		s.outQ.merge = deltaMerger() // pending responses of a type merge: Istiod is never held up
+	}
+	if len(p.cfg.Rewriters) > 0 {
+		s.rewrites = make(map[string]*rewriteQueue, len(p.cfg.Rewriters))
+		for typeURL, rw := range p.cfg.Rewriters {
+			s.rewrites[typeURL] = &rewriteQueue{typeURL: typeURL, rw: rw}
+		}
 	}
 	return s
 }
@@ -116,8 +122,8 @@ func (s *session) run(ctx context.Context) error {
 	s.p.goTracked(func() { cancel(s.recvLoop(ctx)) })
 	wg.Go(func() { cancel(s.sendLoop(ctx)) })
 	wg.Go(func() { cancel(s.upstreamLoop(ctx)) })
-	if s.p.cfg.RewriteECDS != nil {
-		wg.Go(func() { cancel(s.ecdsLoop(ctx)) }) // ecds.go
+	for _, q := range s.rewrites {
+		wg.Go(func() { cancel(s.rewriteLoop(ctx, q)) }) // rewrite.go
 	}
 	<-ctx.Done()
 	wg.Wait()
@@ -444,8 +450,8 @@ func (s *session) onResponse(ctx context.Context, p *fastpath.Peeker, f fastpath
 		s.recyclePD(pd)
 		return s.consume(p, f, typeURL, nonce, version)
 	}
-	if typeURL == fastpath.ExtensionConfigType && s.p.cfg.RewriteECDS != nil {
-		return s.queueECDS(f, nonce, version, pd, gen) // ecds.go: off this goroutine, in order
+	if q := s.rewrites[typeURL]; q != nil {
+		return s.queueRewrite(q, f, nonce, version, pd, gen) // rewrite.go: off this goroutine, in order
 	}
 	s.mu.Lock()
 	t.lastNonce, t.nonceGen = nonce, gen

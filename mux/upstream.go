@@ -30,8 +30,9 @@ type opener interface {
 	open(ctx context.Context, delta bool) (upstreamStream, error)
 }
 
-// h2Upstream is the one connection to Istiod: gRPC over our own framing on net/http's HTTP/2
-// (transport/h2grpc), since gRPC's own client hands over only whole messages. It has the TLS
+// h2Upstream is the one connection to Istiod: gRPC over transport/h2grpc's own HTTP/2
+// connection (x/net/http2's framer and hpack, not net/http), since grpc-go's client hands over
+// only whole messages. It has the TLS
 // policy and per-call metadata of transport/istiod. Immutable after dialUpstream.
 type h2Upstream struct {
 	c *h2grpc.Client

@@ -54,7 +54,7 @@ func TestReadinessProbesWhereEnvoyListens(t *testing.T) {
 	defer func() { srv.Close(); <-done }()
 
 	ips := []string{"fd00::10", "10.0.0.5", "127.0.0.1", "::1"}
-	a := &agent{identity: node.Identity{IPs: ips, Mode: node.Dual}, flags: &proxyFlags{},
+	a := &agent{identity: node.Identity{IPs: ips}, flags: &proxyFlags{},
 		env: &options.Env{DualStack: true, InstanceIP: netip.MustParseAddr("fd00::10")}}
 	if a.statusLocalHost() != a.adminHost() {
 		t.Errorf("readiness probes %s, the bootstrap puts the admin on %s", a.statusLocalHost(), a.adminHost())

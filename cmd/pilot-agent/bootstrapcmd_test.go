@@ -19,7 +19,8 @@ var semver = regexp.MustCompile(`^\d+\.\d+\.\d+`)
 // xDS; the node metadata carries the Istio version followed (never "unknown").
 func TestBootstrapNodeTypesAndVersion(t *testing.T) {
 	p := newPod(t, "")
-	for _, nt := range validNodeTypes {
+	// Istio's application node types: IsApplicationNodeType in pkg/model/proxy.go at 1.30.3.
+	for _, nt := range []string{"sidecar", "router", "waypoint", "ztunnel", "agentgateway"} {
 		code, out, stderr := p.run(t, "bootstrap", nt, "--domain", "default.svc.cluster.local")
 		if code != 0 {
 			t.Fatalf("%s: exit %d, stderr %q", nt, code, stderr)

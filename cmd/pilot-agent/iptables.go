@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wingman-mesh/wingman/capture"
+	envlist "github.com/wingman-mesh/wingman/internal/environ"
 	"github.com/wingman-mesh/wingman/internal/istiolog"
 )
 
@@ -123,7 +124,7 @@ func runIstioIptables(ctx context.Context, args, environ []string, sio stdio, cl
 			envs = append([]string{iptablesEnvName(f)}, envs...)
 		}
 		for _, e := range envs {
-			if v, ok := lookupEnvOK(environ, e); ok {
+			if v, ok := envlist.Lookup(environ, e); ok {
 				if err := fs.Set(f.name, v); err != nil {
 					return usageError(sio, "pilot-agent "+use, fmt.Errorf("%s=%q: %w", e, v, err))
 				}
@@ -227,7 +228,7 @@ func iptablesOptions(fs *pflag.FlagSet, environ []string) (capture.Options, erro
 	}
 	cfg.RedirectDNS, cfg.CaptureAllDNS, cfg.DropInvalid = bl("redirect-dns"), bl("capture-all-dns"), bl("drop-invalid")
 
-	env := func(name string) (string, bool) { return lookupEnvOK(environ, name) }
+	env := func(name string) (string, bool) { return envlist.Lookup(environ, name) }
 	if v, ok := env(envLoopbackCIDR); ok {
 		if cfg.LoopbackCIDR, err = netip.ParsePrefix(strings.TrimSpace(v)); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", envLoopbackCIDR, v, err))
@@ -281,7 +282,7 @@ func iptablesOptions(fs *pflag.FlagSet, environ []string) (capture.Options, erro
 func fillFromHost(o *capture.Options, fs *pflag.FlagSet, environ []string) error {
 	cfg := &o.Config
 	if len(cfg.ProxyUIDs) == 0 {
-		name, ok := lookupEnvOK(environ, envEnvoyUser)
+		name, ok := envlist.Lookup(environ, envEnvoyUser)
 		if !ok {
 			name = "istio-proxy"
 		}
@@ -339,15 +340,4 @@ func podIPv6(addrs []net.Addr, dual bool) (v6, found bool) {
 		}
 	}
 	return false, found
-}
-
-// lookupEnvOK reads one variable from an environment list (the last setting wins, as getenv).
-func lookupEnvOK(environ []string, name string) (string, bool) {
-	v, found := "", false
-	for _, kv := range environ {
-		if len(kv) > len(name) && kv[len(name)] == '=' && kv[:len(name)] == name {
-			v, found = kv[len(name)+1:], true
-		}
-	}
-	return v, found
 }

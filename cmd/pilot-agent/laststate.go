@@ -75,7 +75,7 @@ func (a *agent) lastState(reg *metric.Registry, m *certs.Manager) lastStateParts
 		return lastStateParts{}
 	}
 	dir := a.settings.ConfigPath
-	id := laststate.Identity{NodeID: a.identity.NodeID(), Namespace: env.PodNamespace, ServiceAccount: env.ServiceAccount, TrustDomain: env.TrustDomain}
+	id := laststate.Identity{NodeID: a.nodeID(), Namespace: env.PodNamespace, ServiceAccount: env.ServiceAccount, TrustDomain: env.TrustDomain}
 	prefixed := reg.WithPrefix("istio_agent_")
 	rec, err := laststate.NewRecorder(laststate.RecorderConfig{Dir: dir, Identity: id, Logger: log, Registry: prefixed,
 		Certs: func() (laststate.Certs, bool) {

@@ -116,7 +116,7 @@ func TestLastStateRestoresWithoutIstiod(t *testing.T) {
 	t.Run("istiod down", func(t *testing.T) {
 		dir := shm(t)
 		a, m, out := lastStateAgent(t, dir, refused(), on)
-		id := laststate.Identity{NodeID: a.identity.NodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"}
+		id := laststate.Identity{NodeID: a.nodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"}
 		writeSnapshot(t, a, dir, id)
 		reg := metric.NewRegistry()
 		ls := a.lastState(reg, m)
@@ -144,7 +144,7 @@ func TestLastStateRestoresWithoutIstiod(t *testing.T) {
 		}
 		defer l.Close()
 		a, m, out := lastStateAgent(t, dir, l.Addr().String(), on)
-		writeSnapshot(t, a, dir, laststate.Identity{NodeID: a.identity.NodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"})
+		writeSnapshot(t, a, dir, laststate.Identity{NodeID: a.nodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"})
 		if ls := a.lastState(metric.NewRegistry(), m); ls.rec == nil || ls.restore != nil {
 			t.Fatalf("recorder %v, restored %v with Istiod up; log:\n%s", ls.rec != nil, ls.restore != nil, out.String())
 		}
@@ -175,7 +175,7 @@ func TestLastStateOffByDefault(t *testing.T) {
 		t.Fatal("WINGMAN_LAST_STATE on by default")
 	}
 	on, _, _ := lastStateAgent(t, dir, "127.0.0.1:1", []string{"WINGMAN_LAST_STATE=true"})
-	writeSnapshot(t, on, dir, laststate.Identity{NodeID: a.identity.NodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"})
+	writeSnapshot(t, on, dir, laststate.Identity{NodeID: a.nodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"})
 	ls := a.lastState(metric.NewRegistry(), m)
 	var cfg mux.Config
 	ls.apply(&cfg)

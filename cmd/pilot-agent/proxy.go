@@ -70,12 +70,18 @@ Flags (an unknown flag is a usage error, exit 2):
 	fmt.Fprint(w, exitCodesHelp)
 }
 
-// validNodeTypes are Istio's application node types (pkg/model/proxy.go, IsApplicationNodeType),
-// the one list the proxy and bootstrap commands accept, print in their usage and name in errors.
-var validNodeTypes = []string{"sidecar", "router", "waypoint", "ztunnel", "agentgateway"}
+// nodeTypeList joins bootstrap.NodeTypes, the node types the proxy and bootstrap commands accept,
+// print in their usage and name in errors, with sep.
+func nodeTypeList(sep string) string {
+	names := make([]string, len(bootstrap.NodeTypes))
+	for i, t := range bootstrap.NodeTypes {
+		names[i] = string(t)
+	}
+	return strings.Join(names, sep)
+}
 
-// nodeTypeChoice is validNodeTypes as a usage line writes it: sidecar|router|...
-func nodeTypeChoice() string { return strings.Join(validNodeTypes, "|") }
+// nodeTypeChoice is the node types as a usage line writes them: sidecar|router|...
+func nodeTypeChoice() string { return nodeTypeList("|") }
 
 // agent is what the proxy command resolved before building anything: the parsed flags and
 // environment, the effective ProxyConfig and every decision taken from them. Built once by
@@ -109,7 +115,18 @@ func (a *agent) adminHost() string {
 // statusLocalHost is where readiness reads Envoy's admin API: Istio's status server choice from
 // the proxy's IP mode and INSTANCE_IP (status.AdminLocalhost).
 func (a *agent) statusLocalHost() string {
-	return status.AdminLocalhost(a.identity.Mode == node.IPv6, a.env.InstanceIP.String())
+	// Istio's IsIPv6Proxy: every proxy IP is IPv6, which is when the family without dual stack is IPv6.
+	ipv6Only := bootstrap.AddressFamily(a.identity.IPs, false).Localhost == "::1"
+	return status.AdminLocalhost(ipv6Only, a.env.InstanceIP.String())
+}
+
+// nodeID is the node id the bootstrap gives Envoy (bootstrap.NodeID over the discovered identity).
+func (a *agent) nodeID() string {
+	ip := ""
+	if len(a.identity.IPs) > 0 {
+		ip = a.identity.IPs[0]
+	}
+	return bootstrap.NodeID(bootstrap.NodeType(a.identity.Type), ip, a.env.PodName, a.env.PodNamespace, a.identity.DNSDomain)
 }
 
 // logger is the logger of one of Istio's scopes, for the part that writes what Istio's agent
@@ -179,8 +196,8 @@ func proxyNodeType(fs *pflag.FlagSet) (string, error) {
 	if fs.NArg() > 0 {
 		nodeType = fs.Arg(0)
 	}
-	if !contains(validNodeTypes, nodeType) {
-		return "", fmt.Errorf("invalid proxy Type: %s (want one of %s)", nodeType, strings.Join(validNodeTypes, ", "))
+	if !bootstrap.NodeType(nodeType).Valid() {
+		return "", fmt.Errorf("invalid proxy Type: %s (want one of %s)", nodeType, nodeTypeList(", "))
 	}
 	return nodeType, nil
 }
@@ -424,13 +441,4 @@ func excludedInterfaces(log *slog.Logger) []string {
 		return nil
 	}
 	return node.SplitList(m[node.ExcludeInterfacesAnnotation])
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -292,8 +292,12 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server, 
 	if env.ProxyConfigXDSAgent && m != nil {
 		agentTypes[fastpath.ProxyConfigType] = pcdsHandler(m)
 	}
+	var rewriters map[string]mux.Rewriter
+	if rewriteECDS != nil {
+		rewriters = map[string]mux.Rewriter{fastpath.ExtensionConfigType: rewriteECDS}
+	}
 	cfg := mux.Config{
-		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes, RewriteECDS: rewriteECDS,
+		SocketPath: filepath.Join(s.ConfigPath, "XDS"), Upstream: up, AgentTypes: agentTypes, Rewriters: rewriters,
 		MaxMessageBytes: env.XDSMaxMessageBytes, CloseOnUpstreamLoss: env.XDSCloseOnUpstreamLoss,
 		ReportHealth: a.proxyConfig.GetReadinessProbe() != nil,
 		Downstream: mux.DownstreamLimits{MaxRecvMsgBytes: env.GRPCMaxRecvMsgSize, MaxConcurrentStreams: uint32(env.GRPCMaxStreams),

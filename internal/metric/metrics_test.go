@@ -3,6 +3,8 @@ package metric
 import (
 	"bufio"
 	"math"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -176,6 +178,24 @@ func TestRuntimeFamilies(t *testing.T) {
 		if strings.HasPrefix(line, "istio_agent_process_start_time_seconds ") && strings.HasSuffix(line, " 0") {
 			t.Error("start time read as 0")
 		}
+	}
+}
+
+// TestRuntimeSettings checks that the GOGC, GOMEMLIMIT and GOMAXPROCS gauges follow the settings
+// as runtime/debug and runtime set them (the values are this test's own).
+func TestRuntimeSettings(t *testing.T) {
+	r := NewRegistry()
+	RegisterRuntime(r)
+	defer debug.SetGCPercent(debug.SetGCPercent(37))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(123 << 20))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	for name, want := range map[string]float64{"go_gc_gogc_percent": 37, "go_gc_gomemlimit_bytes": 123 << 20, "go_sched_gomaxprocs_threads": 3} {
+		if v, ok := r.Value(name); !ok || v != want {
+			t.Errorf("%s = %v (%t), want %v", name, v, ok, want)
+		}
+	}
+	if p := debug.SetGCPercent(37); p != 37 {
+		t.Errorf("scraping changed GOGC to %d", p)
 	}
 }
 

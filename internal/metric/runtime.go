@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,13 +28,12 @@ func RegisterRuntime(r *Registry) {
 	}
 	gauge("go_goroutines", "Number of goroutines that currently exist.", func() float64 { return float64(runtime.NumGoroutine()) })
 	gauge("go_threads", "Number of OS threads created.", func() float64 { n, _ := runtime.ThreadCreateProfile(nil); return float64(n) })
-	gauge("go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting.", func() float64 { return float64(runtime.GOMAXPROCS(0)) })
-	gauge("go_gc_gogc_percent", "Heap size target percentage configured by GOGC.", func() float64 {
-		p := debug.SetGCPercent(-1)
-		debug.SetGCPercent(p)
-		return float64(p)
-	})
-	gauge("go_gc_gomemlimit_bytes", "Go runtime memory limit configured by GOMEMLIMIT.", func() float64 { return float64(debug.SetMemoryLimit(-1)) })
+	// The three settings client_golang reads from runtime/metrics by default
+	// (GoCollectorDefaultRuntimeMetrics in prometheus/internal/go_collector_options.go), read the
+	// same way: reading them changes nothing and waits for nothing.
+	gauge("go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting.", runtimeSetting("/sched/gomaxprocs:threads"))
+	gauge("go_gc_gogc_percent", "Heap size target percentage configured by GOGC.", runtimeSetting("/gc/gogc:percent"))
+	gauge("go_gc_gomemlimit_bytes", "Go runtime memory limit configured by GOMEMLIMIT.", runtimeSetting("/gc/gomemlimit:bytes"))
 	r.Func("go_info", "Information about the Go environment.", TypeGauge, func(emit func(Sample)) {
 		emit(Sample{Value: 1, Labels: []string{"version", runtime.Version()}})
 	})
@@ -100,6 +100,19 @@ func RegisterRuntime(r *Registry) {
 	counter("process_network_receive_bytes_total", "Number of bytes received by the process over the network.", func() float64 { return netDev(1) })
 	counter("process_network_transmit_bytes_total", "Number of bytes sent by the process over the network.", func() float64 { return netDev(9) })
 	gauge("process_virtual_memory_max_bytes", "Maximum amount of virtual memory available in bytes.", func() float64 { return procLimit("Max address space") })
+}
+
+// runtimeSetting returns a reader of one runtime/metrics value of kind uint64, as a float64 (as
+// client_golang reports it: GOGC=off is the runtime's uint64 of -1); 0 if this Go does not know it.
+func runtimeSetting(name string) func() float64 {
+	return func() float64 {
+		s := [1]metrics.Sample{{Name: name}}
+		metrics.Read(s[:])
+		if s[0].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return float64(s[0].Value.Uint64())
+	}
 }
 
 // memStats reads runtime.MemStats at most once per scrape (ReadMemStats stops the world).

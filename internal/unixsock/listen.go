@@ -19,10 +19,27 @@ import (
 
 var seq atomic.Uint64
 
-// Listen listens on a fresh socket, gives it mode and puts it at path in place of any stale
-// socket there. The directory must exist. The returned listener removes path when closed,
-// unless another socket has replaced it by then.
-func Listen(path string, mode os.FileMode) (net.Listener, error) {
+// Modes Istio gives a socket the agent serves, and its directory when it has to make it: its one
+// helper, pkg/uds/listener.go NewListener (1.30.3), used for both the XDS socket
+// (pkg/istio-agent/xds_proxy.go) and the SDS socket (security/pkg/nodeagent/sds/server.go).
+// Envoy may run as another uid, so the socket is open to every local user.
+const (
+	DirMode    os.FileMode = 0o750
+	SocketMode os.FileMode = 0o666
+)
+
+// Listen listens on a fresh socket with SocketMode and puts it at path in place of any stale
+// socket there, making the directory (DirMode) when it is missing. The returned listener
+// removes path when closed, unless another socket has replaced it by then.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), DirMode); err != nil {
+		return nil, fmt.Errorf("socket directory for %s: %w", path, err)
+	}
+	return listenMode(path, SocketMode)
+}
+
+// listenMode publishes the socket at path with mode; the directory must exist.
+func listenMode(path string, mode os.FileMode) (net.Listener, error) {
 	// The private name is short: a Unix socket path is limited to 107 bytes.
 	tmp := filepath.Join(filepath.Dir(path), ".s"+strconv.Itoa(os.Getpid())+"."+strconv.FormatUint(seq.Add(1), 10))
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -15,7 +15,7 @@ func TestListenPublishesListeningSocket(t *testing.T) {
 	if err := os.WriteFile(path, []byte("stale"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l, err := Listen(path, 0o666)
+	l, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,11 +48,11 @@ func TestListenPublishesListeningSocket(t *testing.T) {
 
 func TestCloseKeepsSuccessorSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "socket")
-	old, err := Listen(path, 0o600)
+	old, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := Listen(path, 0o600)
+	next, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,16 +65,30 @@ func TestCloseKeepsSuccessorSocket(t *testing.T) {
 	c.Close()
 }
 
-func TestListenMissingDirectory(t *testing.T) {
-	if _, err := Listen(filepath.Join(t.TempDir(), "no", "socket"), 0o600); err == nil {
-		t.Fatal("Listen in a missing directory succeeded")
+// TestListenMakesDirectory: a missing directory is made with Istio's 0750 (less the umask).
+func TestListenMakesDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "no")
+	l, err := Listen(filepath.Join(dir, "socket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm&^0o750 != 0 || perm&0o700 != 0o700 {
+		t.Fatalf("directory mode %v, want 0750 less the umask", perm)
+	}
+	if _, err := listenMode(filepath.Join(t.TempDir(), "missing", "socket"), 0o600); err == nil {
+		t.Fatal("listenMode in a missing directory succeeded")
 	}
 }
 
 // TestNoRefusalWindow races a client that dials as soon as the file appears (as the proxy's
 // tests and a starting Envoy do) against Listen: it must never be refused.
 func TestNoRefusalWindow(t *testing.T) {
-	testNoRefusalWindow(t, func(path string) (net.Listener, error) { return Listen(path, 0o666) })
+	testNoRefusalWindow(t, func(path string) (net.Listener, error) { return Listen(path) })
 }
 
 func testNoRefusalWindow(t *testing.T, listen func(string) (net.Listener, error)) {

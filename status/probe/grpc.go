@@ -2,11 +2,10 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,43 +13,30 @@ import (
 	"github.com/wingman-mesh/wingman/transport/h2grpc"
 )
 
-// grpcProbe runs one grpc action: grpc.health.v1.Health/Check over plaintext HTTP/2 on a fresh
-// connection (as kubelet does), from the probe source address; SERVING is a success. Immutable.
-type grpcProbe struct {
-	action *Action
-	host   string
-	dial   dialer
-	log    *slog.Logger
-}
-
-func (p *grpcProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), timeoutOf(p.action))
-	defer cancel()
-	addr := net.JoinHostPort(p.host, strconv.Itoa(p.action.GRPC.Port))
+// checkGRPC is a grpc action: grpc.health.v1.Health/Check over plaintext HTTP/2 on a fresh
+// connection (as kubelet does), with kubelet's User-Agent when it sent one; SERVING is a success.
+func (p *socketProbe) checkGRPC(ctx context.Context, addr, userAgent string) error {
 	cfg := h2grpc.ClientConfig{
 		Address: addr,
 		Dial:    func(ctx context.Context) (net.Conn, error) { return p.dial.DialContext(ctx, "tcp", addr) },
 	}
-	if ua := r.UserAgent(); ua != "" { // kubelet's, passed on as it was with grpc-go's client
-		cfg.Header = func(context.Context) (http.Header, error) { return http.Header{"User-Agent": {ua}}, nil }
+	if userAgent != "" { // kubelet's, passed on as it was with grpc-go's client
+		cfg.Header = func(context.Context) (http.Header, error) { return http.Header{"User-Agent": {userAgent}}, nil }
 	}
 	c, err := h2grpc.NewClient(cfg)
 	if err != nil {
-		http.Error(w, "grpc probe "+addr+": "+err.Error(), http.StatusInternalServerError)
-		return
+		return err
 	}
 	defer c.Close()
 	s, err := c.HealthCheck(ctx, p.action.GRPC.Service)
 	if err != nil {
-		p.log.Error(grpcFailure(err))
-		http.Error(w, "grpc probe "+addr+": "+err.Error(), http.StatusInternalServerError)
-		return
+		p.log.Error(grpcFailure(err)) // Istio logs a failed gRPC probe at error
+		return err
 	}
 	if s != h2grpc.HealthServing {
-		http.Error(w, "grpc probe "+addr+": service status "+s.String(), http.StatusInternalServerError)
-		return
+		return errors.New("service status " + s.String())
 	}
-	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
 // grpcFailure is Istio's line for a failed gRPC probe (pilot/cmd/pilot-agent/status/server.go

@@ -51,10 +51,8 @@ func New(cfg Config) (*Prober, error) {
 		switch {
 		case a.HTTP != nil:
 			p.handlers[path] = newHTTPProbe(a, cfg, d)
-		case a.TCP != nil:
-			p.handlers[path] = &tcpProbe{action: a, host: cfg.TargetHost, dial: d, log: cfg.Logger}
-		case a.GRPC != nil:
-			p.handlers[path] = &grpcProbe{action: a, host: cfg.TargetHost, dial: d, log: cfg.Logger}
+		case a.TCP != nil || a.GRPC != nil:
+			p.handlers[path] = &socketProbe{action: a, host: cfg.TargetHost, dial: d, log: cfg.Logger}
 		default:
 			return nil, fmt.Errorf("app probers: container %q, probe %q: no action", a.Container, path)
 		}

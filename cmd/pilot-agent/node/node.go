@@ -37,31 +37,12 @@ type Config struct {
 	RetryEvery time.Duration
 }
 
-// IPMode is the address families of the proxy's IPs.
-type IPMode int
-
-const (
-	IPv4 IPMode = iota
-	IPv6
-	Dual
-)
-
 // Identity is the proxy's node identity. Immutable.
 type Identity struct {
 	Type      string
-	IPs       []string // first is the pod IP
-	Mode      IPMode
-	ID        string // <pod>.<namespace>
+	IPs       []string // first is the pod IP; bootstrap.AddressFamily gives their family
+	ID        string   // <pod>.<namespace>
 	DNSDomain string
-}
-
-// NodeID is Istio's <type>~<first IP>~<pod>.<namespace>~<domain>.
-func (i Identity) NodeID() string {
-	ip := ""
-	if len(i.IPs) > 0 {
-		ip = i.IPs[0]
-	}
-	return i.Type + "~" + ip + "~" + i.ID + "~" + i.DNSDomain
 }
 
 // Discover returns the identity for cfg.
@@ -95,7 +76,7 @@ func Discover(ctx context.Context, cfg Config) Identity {
 	if domain == "" {
 		domain = cfg.PodNamespace + ".svc.cluster.local"
 	}
-	return Identity{Type: cfg.Type, IPs: ips, Mode: mode(ips), ID: cfg.PodName + "." + cfg.PodNamespace, DNSDomain: domain}
+	return Identity{Type: cfg.Type, IPs: ips, ID: cfg.PodName + "." + cfg.PodNamespace, DNSDomain: domain}
 }
 
 // privateIPs returns the usable addresses of up interfaces, and the addresses of the excluded
@@ -152,26 +133,6 @@ func scan(cfg Config) (ips []string, excluded map[string]bool, pending bool) {
 		}
 	}
 	return ips, excluded, pending
-}
-
-func mode(ips []string) IPMode {
-	var v4, v6 bool
-	for _, s := range ips {
-		if a, err := netip.ParseAddr(s); err == nil {
-			if a.Unmap().Is4() {
-				v4 = true
-			} else {
-				v6 = true
-			}
-		}
-	}
-	switch {
-	case v4 && v6:
-		return Dual
-	case v6:
-		return IPv6
-	}
-	return IPv4
 }
 
 // SystemInterfaces lists the host's interfaces with net.Interfaces.

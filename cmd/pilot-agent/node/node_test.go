@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/wingman-mesh/wingman/bootstrap"
 )
 
 func ifaces(list ...Interface) func() ([]Interface, error) {
@@ -29,34 +31,36 @@ func TestDiscover(t *testing.T) {
 		name string
 		cfg  Config
 		ips  []string
-		mode IPMode
+		fam  string // bootstrap.AddressFamily's DNS lookup family for the IPs, dual stack on
 		id   string
 	}{
 		{"instance ip first, dedup, no loopback/link-local",
 			Config{Type: "sidecar", InstanceIP: netip.MustParseAddr("10.0.0.5"), PodName: "app-7d9", PodNamespace: "default",
 				Interfaces: ifaces(lo, eth0, down)},
-			[]string{"10.0.0.5", "fd00::5"}, Dual, "sidecar~10.0.0.5~app-7d9.default~default.svc.cluster.local"},
+			[]string{"10.0.0.5", "fd00::5"}, "ALL", "sidecar~10.0.0.5~app-7d9.default~default.svc.cluster.local"},
 		{"excluded interface", Config{Type: "sidecar", InstanceIP: netip.MustParseAddr("10.0.0.5"), PodName: "p", PodNamespace: "ns",
 			Domain: "ns.svc.example.org", ExcludeInterfaces: []string{"net1"}, Interfaces: ifaces(eth0, net1)},
-			[]string{"10.0.0.5", "fd00::5"}, Dual, "sidecar~10.0.0.5~p.ns~ns.svc.example.org"},
+			[]string{"10.0.0.5", "fd00::5"}, "ALL", "sidecar~10.0.0.5~p.ns~ns.svc.example.org"},
 		{"fallback", Config{Type: "router", PodName: "gw", PodNamespace: "istio-system", Interfaces: ifaces(lo), MaxWait: time.Millisecond},
-			[]string{"127.0.0.1", "::1"}, Dual, "router~127.0.0.1~gw.istio-system~istio-system.svc.cluster.local"},
+			[]string{"127.0.0.1", "::1"}, "ALL", "router~127.0.0.1~gw.istio-system~istio-system.svc.cluster.local"},
 		// Istio's initProxy (pilot/cmd/pilot-agent/app/cmd.go) adds 127.0.0.1 and ::1 whenever
-		// GetPrivateIPs finds nothing, INSTANCE_IP or not, so the mode becomes dual.
+		// GetPrivateIPs finds nothing, INSTANCE_IP or not, so the family becomes dual.
 		{"INSTANCE_IP and no interface address", Config{Type: "sidecar", InstanceIP: netip.MustParseAddr("fd00::7"), Interfaces: ifaces(lo)},
-			[]string{"fd00::7", "127.0.0.1", "::1"}, Dual, "sidecar~fd00::7~.~.svc.cluster.local"},
+			[]string{"fd00::7", "127.0.0.1", "::1"}, "ALL", "sidecar~fd00::7~.~.svc.cluster.local"},
 		// initProxy adds the pair before it filters the excluded interfaces' addresses out.
 		{"every interface excluded", Config{Type: "sidecar", InstanceIP: netip.MustParseAddr("10.0.0.5"),
 			ExcludeInterfaces: []string{"eth0"}, Interfaces: ifaces(lo, eth0)},
-			[]string{"10.0.0.5"}, IPv4, "sidecar~10.0.0.5~.~.svc.cluster.local"},
+			[]string{"10.0.0.5"}, "V4_ONLY", "sidecar~10.0.0.5~.~.svc.cluster.local"},
 		{"v6 only", Config{Type: "sidecar", InstanceIP: netip.MustParseAddr("fd00::5"),
 			Interfaces: ifaces(lo, Interface{Name: "eth0", Up: true, Addrs: addrs("fe80::1", "fd00::5")})},
-			[]string{"fd00::5"}, IPv6, "sidecar~fd00::5~.~.svc.cluster.local"},
+			[]string{"fd00::5"}, "V6_ONLY", "sidecar~fd00::5~.~.svc.cluster.local"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := Discover(t.Context(), tc.cfg)
-			if !slices.Equal(id.IPs, tc.ips) || id.Mode != tc.mode || id.NodeID() != tc.id {
-				t.Errorf("got %v %v %q, want %v %v %q", id.IPs, id.Mode, id.NodeID(), tc.ips, tc.mode, tc.id)
+			fam := bootstrap.AddressFamily(id.IPs, true).DNSLookupFamily
+			nodeID := id.Type + "~" + id.IPs[0] + "~" + id.ID + "~" + id.DNSDomain
+			if !slices.Equal(id.IPs, tc.ips) || fam != tc.fam || nodeID != tc.id {
+				t.Errorf("got %v %v %q, want %v %v %q", id.IPs, fam, nodeID, tc.ips, tc.fam, tc.id)
 			}
 		})
 	}

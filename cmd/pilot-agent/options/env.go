@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	envlist "github.com/wingman-mesh/wingman/internal/environ"
 	"github.com/wingman-mesh/wingman/transport/istiod"
 )
 
@@ -124,7 +125,8 @@ type Env struct {
 	Meta               map[string]string // ISTIO_META_<NAME> → <NAME>
 	MetaJSON           map[string]string // ISTIO_METAJSON_<NAME> → JSON text
 
-	// Environ is the whole environment as given, passed to Envoy.
+	// Environ is the environment as given, a repeated variable at its first entry only (what
+	// os.Environ returns): passed to Envoy.
 	Environ []string
 }
 
@@ -136,13 +138,8 @@ func Parse(environ []string) (*Env, error) {
 }
 
 func parse(environ []string, record bool) (*Env, map[string]bool, error) {
-	m := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	p := &parser{env: m}
+	environ = envlist.Unique(environ) // a repeated variable: the first entry, as os.Getenv
+	p := &parser{env: envlist.Map(environ)}
 	if record {
 		p.seen = make(map[string]bool)
 	}

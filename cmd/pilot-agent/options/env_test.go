@@ -171,3 +171,20 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestRepeatedVariableFirstWins: a variable given twice takes its first value, and Envoy's
+// environment keeps only that entry, as Istio's agent, which reads os.Getenv and passes
+// os.Environ on, sees it (Go keeps a repeated name's first entry: internal/environ's test runs a
+// process to check that).
+func TestRepeatedVariableFirstWins(t *testing.T) {
+	e, err := Parse([]string{"POD_NAME=first", "OTHER=x", "POD_NAME=second"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.PodName != "first" {
+		t.Errorf("POD_NAME = %q, want the first entry", e.PodName)
+	}
+	if want := []string{"POD_NAME=first", "OTHER=x"}; !slices.Equal(e.Environ, want) {
+		t.Errorf("Environ = %q, want %q", e.Environ, want)
+	}
+}
