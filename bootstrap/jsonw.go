@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/wingman-mesh/wingman/internal/jsonstr"
 )
@@ -177,40 +176,7 @@ func (w *jsonWriter) float(f float64, bits int) {
 // str writes s as a JSON string the way encoding/json does with HTML escaping on: ", \ and
 // control characters escaped (\b \f \n \r \t short, the rest \u00XX), <, > and & as \u003c
 // \u003e \u0026, U+2028 and U+2029 as \u2028 \u2029, and invalid UTF-8 as \ufffd.
-func (w *jsonWriter) str(s string) {
-	b := append(w.buf, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			b = jsonstr.AppendEscapedASCII(b, c)
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = jsonstr.AppendLineSeparator(b, byte(r&0xf))
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	w.buf = append(b, '"')
-}
+func (w *jsonWriter) str(s string) { w.buf = jsonstr.AppendString(w.buf, s, true) }
 
 // errInvalidRaw is the error for a RawMessage or MarshalJSON result that is not JSON.
 var errInvalidRaw = errors.New("json: invalid raw JSON value")

@@ -5,6 +5,7 @@ package atomicfile
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,15 @@ func IsTemp(name string) bool {
 // Write replaces path with data, mode mode (set explicitly, whatever the umask). The temporary
 // file is ".<name>.tmp-*" in the same directory and is removed on failure.
 func Write(path string, data []byte, mode os.FileMode, o Options) error {
+	return WriteFunc(path, mode, o, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFunc is Write for content produced by write, streamed into the temporary file (a large
+// file is never held whole in memory). An error from write leaves path as it was.
+func WriteFunc(path string, mode os.FileMode, o Options, write func(io.Writer) error) error {
 	if o.DirMode == 0 {
 		o.DirMode = 0o755
 	}
@@ -47,9 +57,9 @@ func Write(path string, data []byte, mode os.FileMode, o Options) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
+	err = f.Chmod(mode) // before any byte is written: a private file is never readable by others
 	if err == nil {
-		err = f.Chmod(mode)
+		err = write(f)
 	}
 	if err == nil && o.Sync {
 		err = f.Sync()

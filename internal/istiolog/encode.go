@@ -148,40 +148,7 @@ func appendJSONFloat(b []byte, f float64) []byte {
 }
 
 // appendJSONString appends s quoted as encoding/json with SetEscapeHTML(false) writes it.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	last := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[last:i]...)
-			b = jsonstr.AppendEscapedASCII(b, c)
-			i++
-			last = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[last:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[last:i]...)
-			b = jsonstr.AppendLineSeparator(b, byte(r&0xf))
-		default:
-			i += size
-			continue
-		}
-		i += size
-		last = i
-	}
-	b = append(b, s[last:]...)
-	return append(b, '"')
-}
+func appendJSONString(b []byte, s string) []byte { return jsonstr.AppendString(b, s, false) }
 
 const hexDigits = "0123456789abcdef"
 
