@@ -144,7 +144,14 @@ func uvarintLen(v uint64) int {
 
 // record writes a record made of length-prefixed strings and, last, tail unprefixed.
 func (e *encoder) record(tag byte, fields [][]byte, tail []byte) {
-	n := len(tail)
+	e.fields(tag, fields, int64(len(tail)))
+	e.raw(tail)
+}
+
+// fields writes a record's header, for its length-prefixed fields and tailLen bytes after them,
+// and the fields.
+func (e *encoder) fields(tag byte, fields [][]byte, tailLen int64) {
+	n := int(tailLen)
 	for _, f := range fields {
 		n += strLen(f)
 	}
@@ -154,7 +161,6 @@ func (e *encoder) record(tag byte, fields [][]byte, tail []byte) {
 		e.raw(e.scratch)
 		e.raw(f)
 	}
-	e.raw(tail)
 }
 
 func (e *encoder) meta(id Identity, written time.Time) {
@@ -176,17 +182,7 @@ func (e *encoder) stream(delta bool, nodeID string) {
 // response writes a response record whose data, size bytes, is read from r (streamed: a large
 // response is never held whole).
 func (e *encoder) response(typeURL, version string, size int64, r io.Reader) {
-	fields := [][]byte{[]byte(typeURL), []byte(version)}
-	n := int(size)
-	for _, f := range fields {
-		n += strLen(f)
-	}
-	e.header(tagResponse, n)
-	for _, f := range fields {
-		e.scratch = binary.AppendUvarint(e.scratch[:0], uint64(len(f)))
-		e.raw(e.scratch)
-		e.raw(f)
-	}
+	e.fields(tagResponse, [][]byte{[]byte(typeURL), []byte(version)}, size)
 	if e.err != nil {
 		return
 	}
