@@ -18,19 +18,21 @@ import (
 //   - a stream's window is granted back as its receiver reads, once a quarter of it is owed;
 //     padding, which nobody reads, counts as read on arrival (RFC 9113 section 6.1).
 //
-// RFC 9113 leaves when and how much to grant to the receiver (section 5.2.1; section 5.2.2 on
-// its appropriate use: protecting a receiver's resources). This is grpc-go's rule, for its
-// client and server alike (google.golang.org/grpc v1.85.0, internal/transport http2_client.go
-// and http2_server.go handleData: the transport's inflow onData on arrival, a stream's onRead
-// when the application reads), which it gives as preventing "other active(fast) streams from
-// starving in presence of slow or inactive streams": one stalled stream cannot hold the
-// connection window all the others need. Both sides here multiplex streams whose readers are
-// independent (the client carries every Envoy stream the proxy sends upstream on one
-// connection to Istiod; the server, an Envoy's xDS and SDS streams), so neither needs x/net's
-// rule (golang.org/x/net v0.60.0 http2: the connection window too granted on read), under which
-// a slow Envoy stalls the others once its unread data fills the connection window. The price:
-// what is buffered unread on a connection is bounded by StreamWindow per open stream (the
-// server's MaxConcurrentStreams, the client's own streams), no longer by ConnWindow.
+// RFC 9113 leaves when and how much to grant to the receiver (section 5.2.1; section 5.2.2 on its
+// appropriate use: protecting a receiver's resources). This is grpc-go's rule, for its client and
+// server alike (google.golang.org/grpc v1.85.0, internal/transport http2_client.go and
+// http2_server.go handleData: the transport's inflow onData on arrival, a stream's onRead when the
+// application reads), which it gives as preventing "other active(fast) streams from starving in
+// presence of slow or inactive streams": one stalled stream cannot hold the connection window all
+// the others need. It is also what Istio's agent did on both of the connections this package
+// replaces (grpc-go's client to Istiod, grpc-go's server for Envoy's xDS:
+// pkg/istio-agent/xds_proxy.go at 1.29.6, grpc.DialContext and grpc.NewServer). Both sides here
+// multiplex streams whose readers are independent (the client carries every Envoy stream the proxy
+// sends upstream on one connection to Istiod; the server, an Envoy's xDS and SDS streams), so
+// neither needs x/net's rule (golang.org/x/net v0.60.0 http2: the connection window too granted on
+// read), under which a slow Envoy stalls the others once its unread data fills the connection
+// window. The price: what is buffered unread on a connection is bounded by StreamWindow per open
+// stream (the server's MaxConcurrentStreams, the client's own streams), no longer by ConnWindow.
 
 // receiver is a stream as the receive path sees it: a client's *h2stream, a server's
 // *ServerStream.
