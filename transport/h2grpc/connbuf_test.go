@@ -6,10 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"runtime"
 	"testing"
 	"testing/iotest"
-	"time"
 )
 
 // chunkReader returns its data in reads of the sizes given in turn (cycling), as a socket
@@ -258,67 +256,4 @@ func FuzzConnReader(f *testing.F) {
 			t.Fatalf("read %d bytes differing from the %d expected", len(got), len(want))
 		}
 	})
-}
-
-// TestBufListDropsWhatNoBurstNeeded: buffers that stay free for a whole cycle between trims are
-// let go at the trim; a buffer taken during the cycle is kept. (trim is called directly here: the
-// collections that run it in the process come at any time; TestBufListTrimsAfterCollections.)
-func TestBufListDropsWhatNoBurstNeeded(t *testing.T) {
-	l := &bufList{}
-	a, b, c := l.get(), l.get(), l.get()
-	l.put(a)
-	l.put(b)
-	l.put(c)
-	l.trim() // a cycle in which the buffers were taken: all three may be needed
-	if n := l.count(); n != 3 {
-		t.Fatalf("%d buffers free after a busy cycle, want 3", n)
-	}
-	l.put(l.get()) // this cycle needs one buffer at most
-	l.trim()
-	if n := l.count(); n != 1 {
-		t.Fatalf("%d buffers free after a cycle that needed one, want 1", n)
-	}
-	l.trim()
-	if n := l.count(); n != 0 {
-		t.Fatalf("%d buffers free after an idle cycle, want 0", n)
-	}
-}
-
-// TestBufListTrimsAfterCollections: the process's list trims after garbage collections, on the
-// runtime's cleanup goroutine, again and again.
-func TestBufListTrimsAfterCollections(t *testing.T) {
-	l := newBufList()
-	waitTrims(t, l, 3)
-}
-
-func (l *bufList) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.free)
-}
-
-// waitTrims runs collections until l has trimmed n more times (cleanups run after a collection,
-// on the runtime's own goroutine).
-func waitTrims(t *testing.T, l *bufList, n int) {
-	t.Helper()
-	l.mu.Lock()
-	want := l.trims + n
-	l.mu.Unlock()
-	// Cleanups run on their own goroutine, which a loaded machine may run late: collections
-	// go on (a millisecond apart, so that goroutine gets the CPU) until the trims have run, for
-	// up to 30 s, a bound on a wait for what must happen, not a measure of it.
-	deadline := time.Now().Add(30 * time.Second)
-	for gcs := 1; ; gcs++ {
-		runtime.GC()
-		l.mu.Lock()
-		got := l.trims
-		l.mu.Unlock()
-		if got >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d trims after %d collections in 30 s", got-(want-n), n, gcs)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -83,6 +83,11 @@ func TestServerSendAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("counts allocations over many rounds")
 	}
+	if raceEnabled {
+		// sync.Pool drops a quarter of what is put back under the race detector (connbuf.go's
+		// buffers come from one): 20 allocations there.
+		t.Skip("allocation gates run without the race detector")
+	}
 	c := dialSendClient(t, startSendServer(t))
 	req := prefixed(0, 3, []byte("ack"))
 	sendRound(c, req) // warm: pools and buffers
