@@ -25,7 +25,7 @@ import (
 //   - h2grpc: this package's Server and Client, the response cut through in 32 KiB pieces
 //     (RecvMsgHeader/Read -> BeginMsg/Write), the request forwarded whole;
 //   - grpcgo: grpc-go's server and client conn with a codec that passes received buffers on
-//     without copying (as fastpath.Codec does in the proxy today), whole messages.
+//     without copying (as lab/framecodec does for the tests), whole messages.
 //
 // cpu-ns/op is the whole process's CPU (getrusage), ends included; the ratio of the two
 // variants in the same run is the figure to read, not the absolute times.
