@@ -10,7 +10,7 @@
 //
 // Usage:
 //
-//	floorfwd -listen PATH -upstream HOST:PORT -root ROOT.pem -server-name NAME -token TOKEN [-meta K=V]...
+//	floorfwd -listen PATH -upstream HOST:PORT -root ROOT.pem -server-name NAME -token TOKEN [-meta K=V]... [-cpuprofile FILE]
 package main
 
 import (
@@ -23,6 +23,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 )
@@ -56,10 +57,22 @@ func run(ctx context.Context, args []string) error {
 	root := fs.String("root", "", "PEM file of the control plane's root certificate")
 	name := fs.String("server-name", "", "name the control plane's certificate must carry")
 	token := fs.String("token", "", "bearer token sent as the authorization header")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (perf's -pprof)")
 	var meta metaFlag
 	fs.Var(&meta, "meta", "further request header KEY=VALUE (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	if *listen == "" || *up == "" || *root == "" {
 		return errors.New("-listen, -upstream and -root are required")
