@@ -188,9 +188,9 @@ func LatencySVG(rep *Report) string {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n",
 		pw*cols, ph*max(rows, 1)+30)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	colors := map[Kind]string{Wingman: "#1f77b4", Reference: "#ff7f0e", Direct: "#7f7f7f"}
+	colors := map[Kind]string{Wingman: "#1f77b4", Reference: "#ff7f0e", Direct: "#7f7f7f", Floor: "#2ca02c"}
 	lx := 10
-	for _, k := range []Kind{Wingman, Reference, Direct} {
+	for _, k := range []Kind{Wingman, Reference, Direct, Floor} {
 		fmt.Fprintf(&b, `<rect x="%d" y="8" width="12" height="12" fill="%s"/><text x="%d" y="18">%s</text>`+"\n", lx, colors[k], lx+16, k)
 		lx += 100
 	}
