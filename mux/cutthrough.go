@@ -311,14 +311,21 @@ func (s *session) sendStream(ctx context.Context, st *streamItem) error {
 		return err
 	}
 	var pieces []mem.Buffer
+	var data [][]byte
 	for {
 		var last bool
 		var err error
 		pieces, last, err = st.take(ctx, pieces[:0])
-		for _, b := range pieces {
-			if err == nil {
-				err = s.down.Write(b.ReadOnlyData())
+		if err == nil && len(pieces) > 0 {
+			// Whatever arrived while the last batch was written goes in one write.
+			for _, b := range pieces {
+				data = append(data, b.ReadOnlyData())
 			}
+			err = s.down.WriteBuffers(data)
+			clear(data)
+			data = data[:0]
+		}
+		for _, b := range pieces {
 			b.Free()
 		}
 		clear(pieces)
