@@ -106,12 +106,14 @@ func latencyFigures(m map[string]float64, lat []time.Duration) {
 // large pushes count messages of about size bytes in n clusters, one after another.
 func large(size, n int) func(ctx context.Context, e *env) (map[string]float64, []time.Duration, error) {
 	return func(ctx context.Context, e *env) (map[string]float64, []time.Duration, error) {
-		count := 5
+		// Enough pushes that CPU per MB is read over more than scheduling noise (the gate holds
+		// it against the floor forwarder's within 25 %): 20 of a few MB take about a second.
+		count := 20
 		switch {
-		case size < 1<<20:
-			count = 20 // small pushes: enough of them for a CPU figure per push
-		case size >= 8<<20 || e.short:
-			count = 3
+		case size >= 8<<20:
+			count = 5
+		case e.short:
+			count = 10
 		}
 		profiling := e.cfg.Profile != "" && e.kind != Direct
 		p, _, _, err := startOne(ctx, e, podSpec{pushProf: profiling})
