@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -281,24 +280,13 @@ func buildParts(ctx context.Context, a *agent, sio stdio) (parts, error) {
 				if err != nil {
 					return err
 				}
-				if err := bootstrap.WriteFile(a.bootstrapPath, data, 0o644); err != nil {
-					return err
-				}
-				releaseRender()
-				return nil
+				return bootstrap.WriteFile(a.bootstrapPath, data, 0o644)
 			}
 		}
 		p.services = append(p.services, lifecycle.Service{Name: "envoy", Start: start, Run: p.envoy.Run})
 	}
 	return p, nil
 }
-
-// releaseRender gives the start-up render's garbage back to the kernel, once. Rendering an
-// image's template (about 27 KB of text/template) leaves some 0.4 MB of parse tree, parameters and
-// buffers behind: less than the runtime's 4 MB minimum heap goal, so no collection would run and
-// the scavenger, which keeps what lies under that goal, would never return those pages; an idle
-// agent would carry them as anonymous memory for its life.
-func releaseRender() { debug.FreeOSMemory() }
 
 // runParts runs the parts until shutdown and returns the process exit code: Envoy's when it
 // exited on its own. The first SIGTERM/SIGINT begins a graceful shutdown; a second one cuts
