@@ -29,11 +29,12 @@ type ClientConfig struct {
 	// error keeps its code, anything else is Unavailable (as grpc-go does with failing per-RPC
 	// credentials).
 	Header func(ctx context.Context) (http.Header, error)
-	// StreamWindow and ConnWindow are the receive flow-control windows: at most this much of
-	// a stream's (the connection's) data is buffered unread; the server is granted more once a
-	// quarter of a window has been read (as grpc-go grants). 0 chooses 1 MiB and 4 MiB: enough
-	// to keep a TLS connection busy at local round-trip times while bounding what a stalled
-	// reader holds. Valid: StreamWindow 64 KiB..2 GiB-1, ConnWindow 64 KiB..2 GiB-1 and not
+	// StreamWindow and ConnWindow are the receive flow-control windows. At most StreamWindow
+	// of a stream's data is buffered unread: the server is granted more once a quarter of it
+	// has been read. ConnWindow bounds the data in flight on the connection, granted back as
+	// it arrives, so one stalled stream does not stop the others (both as grpc-go grants;
+	// core_recv.go). 0 chooses 1 MiB and 4 MiB: enough to keep a TLS connection busy at local
+	// round-trip times while bounding what a stalled reader holds. Valid: StreamWindow 64 KiB..2 GiB-1, ConnWindow 64 KiB..2 GiB-1 and not
 	// below StreamWindow (RFC 9113 section 6.9.1 caps a window at 2^31-1).
 	StreamWindow, ConnWindow int
 	// KeepaliveTime: after this long without a frame received, the client pings (as net/http's

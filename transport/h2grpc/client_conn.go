@@ -148,7 +148,7 @@ func (cc *clientConn) fail(err error) {
 	cc.cond.Broadcast()
 	cc.mu.Unlock()
 	for _, s := range ss {
-		s.endRecv(err)
+		s.in.end(err)
 	}
 }
 

@@ -3,19 +3,16 @@ package h2grpc
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
 
 // h2stream is one HTTP/2 stream of a clientConn: its send window and state (under cc.mu) and
-// its receive buffer (under mu), filled by the reader goroutine and drained by the stream's
-// receiver.
+// its receive side (in, the core's recvStream), filled by the reader goroutine and drained by
+// the stream's receiver.
 type h2stream struct {
 	cc       *clientConn
 	id       uint32
@@ -26,156 +23,31 @@ type h2stream struct {
 	localEnd  bool // END_STREAM or RST_STREAM sent: nothing more goes out
 	remoteEnd bool // END_STREAM or RST_STREAM received (or reset by us): nothing more comes in
 
-	notify chan struct{} // buffered 1: the receive state changed
+	in recvStream // the response data; in.mu also guards the fields below, in.cond their changes
 
-	mu         sync.Mutex // guards the fields below
-	gotHeaders bool
+	gotHeaders bool // written by the reader goroutine only
 	httpStatus int
 	header     http.Header
 	trailer    http.Header
-	q          []*[]byte // received data, oldest first, from qh on
-	qh         int
-	off        int // bytes of q[qh] already read
-	recvEnd    bool
-	err        error // the stream's end for the receiver once q is drained; nil: open or clean
-	recvWin    recvWindow
 }
 
-func (s *h2stream) wake() {
-	select {
-	case s.notify <- struct{}{}:
-	default:
+// recv and peerEnded make h2stream the core's receiver (core_recv.go).
+func (s *h2stream) recv() *recvStream { return &s.in }
+
+func (s *h2stream) peerEnded() { s.cc.remoteEnd(s, 0, nil, nil) }
+
+// awaitHeaders waits for the response headers (or the stream's end). The stream's context
+// ending resets it (ClientStream), which ends the wait.
+func (s *h2stream) awaitHeaders() error {
+	s.in.mu.Lock()
+	defer s.in.mu.Unlock()
+	for !s.gotHeaders {
+		if s.in.err != nil {
+			return s.in.err
+		}
+		s.in.cond.Wait()
 	}
-}
-
-// push queues a received buffer; the caller holds mu.
-func (s *h2stream) push(b *[]byte) {
-	if s.qh == len(s.q) {
-		s.q, s.qh = s.q[:0], 0
-	}
-	s.q = append(s.q, b)
-}
-
-// dropLocked frees every queued buffer and returns their bytes; the caller holds mu.
-func (s *h2stream) dropLocked() int64 {
-	var n int64
-	pool := mem.DefaultBufferPool()
-	for i := s.qh; i < len(s.q); i++ {
-		n += int64(len(*s.q[i]))
-		pool.Put(s.q[i])
-		s.q[i] = nil
-	}
-	n -= int64(s.off)
-	s.q, s.qh, s.off = s.q[:0], 0, 0
-	return n
-}
-
-// read copies queued data into p, waiting for some. It returns io.EOF at a clean end and the
-// stream's error after its data; ctx ending returns its status.
-func (s *h2stream) read(ctx context.Context, p []byte) (int, error) {
-	return s.take(ctx, p, len(p))
-}
-
-// discard drops up to n queued bytes, waiting for some, as read does without the copy.
-func (s *h2stream) discard(ctx context.Context, n int) (int, error) {
-	return s.take(ctx, nil, n)
-}
-
-// take moves up to max queued bytes into p (nil: drops them) and grants what it took.
-func (s *h2stream) take(ctx context.Context, p []byte, max int) (int, error) {
-	for {
-		s.mu.Lock()
-		if s.qh < len(s.q) {
-			n := 0
-			pool := mem.DefaultBufferPool()
-			for n < max && s.qh < len(s.q) {
-				b := (*s.q[s.qh])[s.off:]
-				c := min(len(b), max-n)
-				if p != nil {
-					copy(p[n:], b[:c])
-				}
-				n += c
-				s.off += c
-				if c == len(b) {
-					pool.Put(s.q[s.qh])
-					s.q[s.qh] = nil
-					s.qh++
-					s.off = 0
-				}
-			}
-			grant := s.grantLocked(n)
-			s.mu.Unlock()
-			if grant > 0 {
-				s.cc.writeWindowUpdate(s.id, uint32(grant))
-			}
-			s.cc.consumed(int64(n))
-			return n, nil
-		}
-		err := s.err
-		end := s.recvEnd
-		s.mu.Unlock()
-		if err != nil {
-			return 0, err
-		}
-		if end {
-			return 0, io.EOF
-		}
-		select {
-		case <-s.notify:
-		case <-ctx.Done():
-			return 0, status.FromContextError(ctx.Err()).Err()
-		}
-	}
-}
-
-// awaitHeaders waits for the response headers (or the stream's end).
-func (s *h2stream) awaitHeaders(ctx context.Context) error {
-	for {
-		s.mu.Lock()
-		got, err := s.gotHeaders, s.err
-		s.mu.Unlock()
-		if got {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		select {
-		case <-s.notify:
-		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
-		}
-	}
-}
-
-// consumed grants the server n more bytes of the stream once a quarter of the window is owed.
-func (s *h2stream) consumed(n int) {
-	s.mu.Lock()
-	grant := s.grantLocked(n)
-	s.mu.Unlock()
-	if grant > 0 {
-		s.cc.writeWindowUpdate(s.id, uint32(grant))
-	}
-}
-
-// grantLocked counts n bytes consumed and returns the window update to send, if any (none once
-// the server has ended the stream); the caller holds mu.
-func (s *h2stream) grantLocked(n int) int64 {
-	return s.recvWin.consumed(int64(n), s.recvEnd || s.err != nil)
-}
-
-// endRecv ends the receive side with err (nil: cleanly) unless it has ended already.
-func (s *h2stream) endRecv(err error) {
-	s.mu.Lock()
-	if s.err == nil && !s.recvEnd {
-		if err == nil {
-			s.recvEnd = true
-		} else {
-			s.err = err
-		}
-	}
-	s.mu.Unlock()
-	s.wake()
+	return nil
 }
 
 // removeLocked forgets a stream that is over in both directions; the caller holds cc.mu.
@@ -194,15 +66,15 @@ func (cc *clientConn) removeLocked(s *h2stream) {
 // trailers-only response). A stream we have not half-closed is then reset with NO_ERROR, as
 // grpc-go's client does, so the server stops counting it.
 func (cc *clientConn) remoteEnd(s *h2stream, httpStatus int, header, trailer http.Header) {
-	s.mu.Lock()
+	s.in.mu.Lock()
 	if header != nil {
 		s.gotHeaders, s.httpStatus, s.header = true, httpStatus, header
 	}
 	if trailer != nil {
 		s.trailer = trailer
 	}
-	s.mu.Unlock()
-	s.endRecv(nil)
+	s.in.mu.Unlock()
+	s.in.end(nil)
 	cc.mu.Lock()
 	s.remoteEnd = true
 	rst := !s.localEnd
@@ -221,7 +93,7 @@ func (cc *clientConn) remoteEnd(s *h2stream, httpStatus int, header, trailer htt
 
 // remoteReset ends a stream the server reset (or refused with GOAWAY).
 func (cc *clientConn) remoteReset(s *h2stream, err error) {
-	s.endRecv(err)
+	s.in.end(err)
 	cc.mu.Lock()
 	s.remoteEnd, s.localEnd = true, true
 	cc.removeLocked(s)
@@ -234,7 +106,7 @@ func (cc *clientConn) remoteReset(s *h2stream, err error) {
 }
 
 // reset ends a stream from our side with RST_STREAM(code) unless it is over already; the
-// receiver sees err; buffered data is freed and its bytes go back to the connection window.
+// receiver sees err; buffered data is freed.
 func (cc *clientConn) reset(s *h2stream, code http2.ErrCode, err error) {
 	cc.mu.Lock()
 	over := s.localEnd && s.remoteEnd
@@ -244,16 +116,7 @@ func (cc *clientConn) reset(s *h2stream, code http2.ErrCode, err error) {
 	dead := cc.dead != nil
 	cc.cond.Broadcast()
 	cc.mu.Unlock()
-	s.mu.Lock()
-	if s.err == nil {
-		s.err = err
-	}
-	n := s.dropLocked()
-	s.mu.Unlock()
-	s.wake()
-	if !dead {
-		cc.consumed(n)
-	}
+	s.in.abort(err)
 	if !over && !dead {
 		cc.writeRST(s.id, code)
 	}
@@ -306,9 +169,8 @@ func (cc *clientConn) open(ctx context.Context, scheme, path string, fields [][2
 		cc:      cc,
 		id:      cc.nextID,
 		sendWin: cc.peerWin,
-		notify:  make(chan struct{}, 1),
 	}
-	s.recvWin.init(cc.cfg.StreamWindow)
+	s.in.init(&cc.conn, s.id, cc.cfg.StreamWindow)
 	s.deadline, _ = ctx.Deadline()
 	cc.nextID += 2
 	cc.streams[s.id] = s
@@ -380,7 +242,7 @@ func (s *h2stream) send(pieces [][]byte, end bool) bool {
 // errStreamDone stops a client stream's sender: the stream or the connection has ended.
 var errStreamDone = errors.New("stream ended")
 
-// sendWindowPtr and sendStopLocked make h2stream a sendStream (core_flow.go).
+// sendWindowPtr and sendStopLocked make h2stream a sendStream (core_send.go).
 func (s *h2stream) sendWindowPtr() *int64 { return &s.sendWin }
 
 func (s *h2stream) sendStopLocked() error {
@@ -392,7 +254,7 @@ func (s *h2stream) sendStopLocked() error {
 
 // response is the receiver's view of the response: HTTP status and headers, trailers.
 func (s *h2stream) response() (code int, header, trailer http.Header) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.in.mu.Lock()
+	defer s.in.mu.Unlock()
 	return s.httpStatus, s.header, s.trailer
 }

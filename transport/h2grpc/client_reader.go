@@ -8,12 +8,11 @@ import (
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
 
 // readLoop is the connection's one reader: it reads every frame, delivers DATA into the
-// streams' buffers and answers what the protocol asks (SETTINGS ACK, PING ACK). A protocol
+// streams' buffers (the core's readData) and answers what the protocol asks (SETTINGS ACK, PING ACK). A protocol
 // error of the server closes the connection with GOAWAY; a stream error resets that stream.
 func (cc *clientConn) readLoop() {
 	defer cc.wg.Done()
@@ -24,7 +23,7 @@ func (cc *clientConn) readLoop() {
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
-				cc.streamError(se.StreamID, se.Code, status.Errorf(codes.Internal, "h2grpc: malformed frame from the server: %v", err))
+				cc.streamError(se.StreamID, se.Code, status.Errorf(codes.Internal, "h2grpc: bad frame from the server: %v", err))
 				continue
 			}
 			break
@@ -91,69 +90,27 @@ func (cc *clientConn) idle(id uint32) bool {
 	return id%2 == 0 || id >= cc.nextID
 }
 
-// readData reads a DATA frame's payload (RFC 9113 section 6.1) after its header: the data
-// goes from the read buffer into a pooled buffer the stream's reader takes, the only copy.
-func (cc *clientConn) readData(fh http2.FrameHeader) error {
-	dataLen, pad, err := cc.readDataStart(fh)
-	if err != nil {
-		return err
-	}
-	size := int64(fh.Length)
+// errDataBeforeHeaders is the cause of the stream error for DATA before the response headers.
+var errDataBeforeHeaders = errors.New("DATA before the response headers")
+
+// dataReceiver is the stream a DATA frame is for (connSide): none for a stream we have reset
+// or finished, whose frames the server may have sent before it learnt (dropped), and a
+// connection error for a stream never opened.
+func (cc *clientConn) dataReceiver(fh http2.FrameHeader, _ int) (receiver, error) {
 	s := cc.stream(fh.StreamID)
 	if s == nil {
 		if cc.idle(fh.StreamID) {
-			return connProtocolError{http2.ErrCodeProtocol, "DATA on an idle stream"}
+			return nil, connProtocolError{http2.ErrCodeProtocol, "DATA on an idle stream"}
 		}
-		// A stream we have reset or finished: the bytes are the connection's to grant back.
-		if _, err := cc.br.Discard(dataLen + pad); err != nil {
-			return err
-		}
-		cc.consumed(size)
-		return nil
+		return nil, nil
 	}
-	var b *[]byte
-	if dataLen > 0 {
-		if b, err = cc.readPayload(dataLen); err != nil {
-			return err
-		}
+	s.in.mu.Lock()
+	got := s.gotHeaders
+	s.in.mu.Unlock()
+	if !got {
+		return nil, http2.StreamError{StreamID: fh.StreamID, Code: http2.ErrCodeProtocol, Cause: errDataBeforeHeaders}
 	}
-	if _, err := cc.br.Discard(pad); err != nil {
-		return err
-	}
-	var code http2.ErrCode
-	var why error
-	s.mu.Lock()
-	switch {
-	case !s.gotHeaders:
-		code, why = http2.ErrCodeProtocol, status.Error(codes.Internal, "h2grpc: DATA before the response headers")
-	case s.recvEnd || s.err != nil:
-		code, why = http2.ErrCodeStreamClosed, status.Error(codes.Internal, "h2grpc: DATA after the end of the stream")
-	case !s.recvWin.take(size):
-		code, why = http2.ErrCodeFlowControl, status.Error(codes.Internal, "h2grpc: server sent beyond the stream window")
-	default:
-		if b != nil {
-			s.push(b)
-			b = nil
-		}
-		s.wake()
-	}
-	s.mu.Unlock()
-	if why != nil {
-		if b != nil {
-			mem.DefaultBufferPool().Put(b)
-		}
-		cc.consumed(size)
-		cc.streamError(fh.StreamID, code, why)
-		return nil
-	}
-	if padding := size - int64(dataLen); padding > 0 {
-		cc.consumed(padding) // padding is consumed on arrival
-		s.consumed(int(padding))
-	}
-	if fh.Flags.Has(http2.FlagDataEndStream) {
-		cc.remoteEnd(s, 0, nil, nil)
-	}
-	return nil
+	return s, nil
 }
 
 func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame) error {
@@ -168,9 +125,9 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame) error {
 		cc.streamError(f.StreamID, http2.ErrCodeProtocol, status.Error(codes.Internal, "h2grpc: response header list too large"))
 		return nil
 	}
-	s.mu.Lock()
+	s.in.mu.Lock()
 	got := s.gotHeaders
-	s.mu.Unlock()
+	s.in.mu.Unlock()
 	if !got {
 		st := f.PseudoValue("status")
 		code, err := strconv.Atoi(st)
@@ -187,10 +144,10 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame) error {
 			cc.remoteEnd(s, code, h, nil)
 			return nil
 		}
-		s.mu.Lock()
+		s.in.mu.Lock()
 		s.gotHeaders, s.httpStatus, s.header = true, code, h
-		s.wake()
-		s.mu.Unlock()
+		s.in.cond.Broadcast()
+		s.in.mu.Unlock()
 		return nil
 	}
 	if !f.StreamEnded() {

@@ -78,7 +78,7 @@ func (s *ClientStream) CloseSend() error {
 // body reads the response's DATA (the stream's byte stream of messages).
 type streamBody ClientStream
 
-func (b *streamBody) Read(p []byte) (int, error) { return b.h.read(b.ctx, p) }
+func (b *streamBody) Read(p []byte) (int, error) { return b.h.in.Read(p) }
 
 // RecvMsgHeader waits for the next message and returns its length; its body is then read with
 // Read. What was left unread of the previous message is skipped. At the stream's end it returns
@@ -95,7 +95,7 @@ func (s *ClientStream) RecvMsgHeader() (int, error) {
 		}
 	}
 	for s.left > 0 {
-		n, err := s.h.discard(s.ctx, s.left)
+		n, err := s.h.in.discard(s.left)
 		s.left -= n
 		if err != nil {
 			return 0, s.fail(s.bodyError(err))
@@ -126,7 +126,7 @@ func (s *ClientStream) Read(p []byte) (int, error) {
 	if len(p) > s.left {
 		p = p[:s.left]
 	}
-	n, err := s.h.read(s.ctx, p)
+	n, err := s.h.in.Read(p)
 	s.left -= n
 	if err != nil && s.left > 0 {
 		return n, s.fail(s.bodyError(err))
@@ -174,7 +174,7 @@ func (s *ClientStream) fail(err error) error {
 // gRPC whatever the HTTP status; otherwise the HTTP status maps to a code and the message
 // names the status and the content-type.
 func (s *ClientStream) awaitResponse() error {
-	if err := s.h.awaitHeaders(s.ctx); err != nil {
+	if err := s.h.awaitHeaders(); err != nil {
 		return err
 	}
 	s.gotResp = true

@@ -3,16 +3,14 @@ package h2grpc
 import (
 	"errors"
 	"fmt"
-	"io"
 
 	"golang.org/x/net/http2"
-	"google.golang.org/grpc/mem"
 )
 
 // readFrame reads the next frame for the connection's one reader goroutine. The first frame
 // must be the peer's SETTINGS, not an ACK (RFC 9113 section 3.4: the preface's SETTINGS is
 // the first frame either side sends after the client's magic); WINDOW_UPDATE is applied here
-// and DATA handed to side.readData, both read without the Framer, which returns nil for them;
+// and DATA read by readData (core_recv.go), both read without the Framer, which returns nil for them;
 // every other frame is the Framer's. Errors: connProtocolError ends the connection (GOAWAY
 // with its code), http2.StreamError resets a stream, anything else is the connection's I/O.
 // Before it waits for bytes it flushes what the reader's answers left (unlockWriteReader).
@@ -29,7 +27,7 @@ func (c *conn) readFrame(first bool, side connSide) (http2.Frame, error) {
 	var f http2.Frame
 	switch fh.Type {
 	case http2.FrameData:
-		err = side.readData(fh)
+		err = c.readData(fh, side)
 	case http2.FrameWindowUpdate:
 		err = c.readWindowUpdate(fh, side)
 	default:
@@ -56,16 +54,4 @@ func (c *conn) connError(err error) error {
 		return connProtocolError{http2.ErrCodeFrameSize, "frame larger than 16384 bytes"} // section 4.2
 	}
 	return err
-}
-
-// readPayload reads n bytes of a DATA payload from the read buffer into a buffer of
-// mem.DefaultBufferPool, which the stream's reader takes: the only copy (x/net's Framer would
-// first copy it into its own frame buffer). Reader goroutine.
-func (c *conn) readPayload(n int) (*[]byte, error) {
-	bp := mem.DefaultBufferPool().Get(n)
-	if _, err := io.ReadFull(c.br, *bp); err != nil {
-		mem.DefaultBufferPool().Put(bp)
-		return nil, err
-	}
-	return bp, nil
 }

@@ -7,8 +7,9 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// connSide is what the connection core needs of the side that embeds it, for the settings and
-// the send windows of its streams. Its Locked methods are called with c.mu held.
+// connSide is what the connection core needs of the side that embeds it, for the settings,
+// the send windows of its streams and the streams DATA is for. Its Locked methods are called
+// with c.mu held.
 type connSide interface {
 	// shiftSendWindowsLocked adds delta to the send window of every stream the peer may still
 	// grant window to (RFC 9113 section 6.9.2: a window may go negative) and returns the ID of
@@ -20,8 +21,11 @@ type connSide interface {
 	sendWindowLocked(id uint32) (*int64, error)
 	// settingLocked acts on a valid setting the core does not keep.
 	settingLocked(st http2.Setting)
-	// readData reads a DATA frame after its header (the core's readFrame); reader goroutine.
-	readData(fh http2.FrameHeader) error
+	// dataReceiver is the stream a DATA frame is for (dataLen: its data, padding excluded),
+	// for the core's readData (core_recv.go). nil: the frame is read and dropped, and the error,
+	// if any, is why: an http2.StreamError resets the stream once the frame is read, any other
+	// ends the connection. Reader goroutine.
+	dataReceiver(fh http2.FrameHeader, dataLen int) (receiver, error)
 }
 
 // onSettings applies the peer's SETTINGS and acknowledges them (RFC 9113 section 6.5.3); a

@@ -29,11 +29,12 @@ const (
 
 // conn is the connection core that clientConn and serverConn both embed, so that a fix lands
 // once (issue 23): the writer every frame goes through (this file), the frame reader's front
-// half (core_reader.go), the peer's settings (core_settings.go), the flow-control windows:
-// the connection's, the stream send-window wait and the streams' receive windows
-// (core_flow.go), and the keepalive (keepalive.go). What differs between the sides stays with
-// them: opening streams and GOAWAY (client), the routes, the ping policy and the streams
-// answered before any handler (server).
+// half (core_reader.go), the peer's settings (core_settings.go), the send windows and the
+// wait for them (core_send.go), the receive path: DATA, the receive windows and the streams'
+// received data (core_recv.go, core_recvstream.go), and the keepalive (keepalive.go). What
+// differs between the sides stays with them: opening streams and GOAWAY (client), the routes,
+// the ping policy and the streams answered before any handler (server); each side only finds
+// the stream a frame is for.
 //
 // All frames go through one connWriter (connbuf.go) under wmu. The goroutine that leaves the
 // lock flushes when no other is waiting for it: writers queued behind each other share one
@@ -65,13 +66,13 @@ type conn struct {
 	maxFrame        atomic.Uint32 // the peer's SETTINGS_MAX_FRAME_SIZE
 	lastRead        atomic.Int64  // when the last frame arrived: nanoseconds after start (keepalive.go)
 	sentStreamFrame atomic.Bool   // HEADERS or DATA went out since the peer's last PING
-	recvWin         atomic.Int64  // the connection receive window: what the peer may still send
-	recvUnacked     atomic.Int64  // received bytes consumed and not yet granted back
 
 	pingAck chan struct{} // the reader -> the keepalive: our PING was answered
 
 	// owned by the reader goroutine
-	wuBuf [4]byte
+	wuBuf       [4]byte
+	recvWin     int64 // the connection receive window: what the peer may still send
+	recvUnacked int64 // received bytes not yet granted back (core_recv.go)
 
 	mu      sync.Mutex // guards the fields below, each side's streams and their send windows
 	cond    sync.Cond  // on mu: a send window grew, a stream or the connection ended
@@ -94,7 +95,7 @@ func (c *conn) initConn(nc net.Conn, recvWindow int, sendBatch int64, writeTimeo
 	c.writeTimeout = writeTimeout
 	c.sendBatch = sendBatch
 	c.recvWindow = int64(recvWindow)
-	c.recvWin.Store(int64(recvWindow))
+	c.recvWin = int64(recvWindow)
 	c.writeFailed = writeFailed
 	c.pingAck = make(chan struct{}, 1)
 	c.maxFrame.Store(maxFrameDefault)

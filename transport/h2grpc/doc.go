@@ -12,12 +12,16 @@
 // caller's Dial) shared by every stream, dialled lazily and again after it is lost or after a
 // GOAWAY. Server serves HTTP/2 with prior knowledge (h2c), for Envoy on a Unix socket. Both
 // sides' connections embed one connection core, conn (core_*.go, keepalive.go), so that a fix
-// lands once: one reader goroutine per connection reading through 64 KiB, DATA copied once into
-// pooled buffers, every frame written through one 64 KiB buffered writer under a mutex (the last
-// writer out flushes: frames written together cost one system call), window updates once a
-// quarter of a window is consumed, SETTINGS/PING/GOAWAY/RST_STREAM handled, flow control
-// enforced on what is received, protocol errors close the connection with GOAWAY and stream
-// errors reset only the stream. Only what the proxy needs of gRPC is spoken: the 5-byte length
+// lands once: one reader goroutine per connection reading through a 4 KiB buffer of its own, and
+// through a 64 KiB one borrowed only while a burst arrives (connbuf.go); one receive path
+// (core_recv.go) that copies DATA once into pooled buffers queued on the stream's recvStream,
+// the same type on both sides, each side only finding the stream a frame is for; every frame
+// written through one buffered writer under a mutex, its 64 KiB buffer too borrowed only while
+// frames wait (the last writer out flushes: frames written together cost one system call);
+// window updates once a quarter of a window is owed, the connection's as DATA arrives and a
+// stream's as its receiver reads (grpc-go's rule, on both sides: core_recv.go says why);
+// SETTINGS/PING/GOAWAY/RST_STREAM handled, flow control enforced on what is received, protocol
+// errors close the connection with GOAWAY and stream errors reset only the stream. Only what the proxy needs of gRPC is spoken: the 5-byte length
 // prefix (uncompressed), the content-type, grpc-status/grpc-message trailers (percent-encoded as
 // the gRPC HTTP/2 protocol document says), grpc-timeout (sent from the context's deadline, read
 // on the server), and grpc-go's HTTP-to-gRPC status mapping. Errors from the peer or the transport are grpc status errors (status.Code is

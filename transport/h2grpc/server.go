@@ -24,8 +24,9 @@ type ServerConfig struct {
 	// is refused (RST_STREAM REFUSED_STREAM). 0: 250, the default of Go's HTTP/2 server
 	// (golang.org/x/net/http2 defaultMaxStreams).
 	MaxConcurrentStreams int
-	// StreamWindow and ConnWindow are the receive flow-control windows for request data.
-	// 0: 1 MiB each (the defaults of Go's HTTP/2 server). Valid: 64 KiB..2 GiB-1, ConnWindow
+	// StreamWindow and ConnWindow are the receive flow-control windows for request data, a
+	// stream's granted back as its handler reads, the connection's as data arrives (as the
+	// Client's; core_recv.go). 0: 1 MiB each (the defaults of Go's HTTP/2 server). Valid: 64 KiB..2 GiB-1, ConnWindow
 	// not below StreamWindow.
 	StreamWindow, ConnWindow int
 	// KeepaliveTime: after this long without a frame received the server pings the client;

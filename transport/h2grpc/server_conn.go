@@ -127,7 +127,7 @@ func (sc *serverConn) shutdown() {
 	sc.cond.Broadcast()
 	sc.mu.Unlock()
 	for _, s := range open {
-		s.rb.fail(errConnClosed)
+		s.in.abort(errConnClosed)
 	}
 	sc.handlers.Wait()
 	sc.pinging.Wait()
@@ -223,7 +223,7 @@ func (sc *serverConn) endStream(id uint32) {
 	}
 	sc.mu.Unlock()
 	if s != nil {
-		s.rb.fail(errStreamReset)
+		s.in.abort(errStreamReset)
 		s.cancel()
 	}
 }

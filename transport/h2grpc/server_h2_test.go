@@ -332,7 +332,7 @@ func TestServerStreamFlowControlEnforced(t *testing.T) {
 // TestServerGrantsPadding: padding is consumed on arrival (RFC 9113 section 6.1: it counts in
 // flow control), so the stream's window for it is granted back without the handler reading:
 // a peer that pads a quarter of the window gets a WINDOW_UPDATE for the stream, as from the
-// client (recvWindow, core_flow.go). Before the connection core the server only granted
+// client (recvWindow, core_recvstream.go). Before the connection core the server only granted
 // padding with the handler's next read, and a handler that reads nothing left it owed.
 func TestServerGrantsPadding(t *testing.T) {
 	const window = 64 << 10

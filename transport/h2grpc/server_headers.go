@@ -20,11 +20,11 @@ func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool)
 		return 0, true
 	}
 	if s := sc.stream(id); s != nil {
-		if code := trailersError(f, s.rb.ended()); code != 0 {
+		if code := trailersError(f, s.in.ended()); code != 0 {
 			sc.streamFailed(id, code)
 			return 0, true
 		}
-		s.rb.end()
+		s.in.end(nil)
 		return 0, true
 	}
 	if a := sc.answered[id]; a != nil {
@@ -131,7 +131,7 @@ func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool)
 	sc.running++
 	sc.mu.Unlock()
 	if ended {
-		s.rb.end()
+		s.in.end(nil)
 	}
 	sc.handlers.Add(1)
 	go sc.runHandler(s, h, path)

@@ -29,7 +29,7 @@ type ServerStream struct {
 	encoding string             // the request's grpc-encoding
 	max      int
 
-	rb recvBuffer // request data, filled by the connection's reader
+	in recvStream // request data, filled by the connection's reader (core_recvstream.go)
 
 	// guarded by sc.mu
 	sendWin int64 // bytes the stream may still send
@@ -52,7 +52,7 @@ type ServerStream struct {
 
 func newServerStream(sc *serverConn, id uint32, encoding string, hasTimeout bool, timeout time.Duration) *ServerStream {
 	s := &ServerStream{sc: sc, id: id, encoding: encoding, max: sc.s.cfg.MaxRecvMsgBytes}
-	s.rb.init(sc, id, sc.s.cfg.StreamWindow)
+	s.in.init(&sc.conn, id, sc.s.cfg.StreamWindow)
 	ctx, cancel := context.WithCancel(sc.ctx)
 	if hasTimeout {
 		var cancelTimeout context.CancelFunc
@@ -64,7 +64,7 @@ func newServerStream(sc *serverConn, id uint32, encoding string, hasTimeout bool
 	// A sender waiting for flow control, or a receiver waiting for data, learns of the end of
 	// the stream's context (client gone, grpc-timeout, Stop).
 	s.stopWake = context.AfterFunc(ctx, func() {
-		s.rb.fail(ctx.Err())
+		s.in.abort(ctx.Err())
 		sc.wake()
 	})
 	return s
@@ -74,7 +74,7 @@ func newServerStream(sc *serverConn, id uint32, encoding string, hasTimeout bool
 func (s *ServerStream) release() {
 	s.stopWake()
 	s.cancel()
-	s.rb.release()
+	s.in.abort(io.ErrClosedPipe) // a receiver may outlive the handler (the proxy's receive loop does)
 }
 
 // Context ends when the client goes away, the stream's grpc-timeout passes, or Stop.
@@ -88,7 +88,7 @@ func (s *ServerStream) RecvMsg() (mem.BufferSlice, error) {
 	if s.recvErr != nil {
 		return nil, s.recvErr
 	}
-	size, err := readPrefix(&s.rb, &s.rhdr, s.max)
+	size, err := readPrefix(&s.in, &s.rhdr, s.max)
 	if err != nil {
 		if err == io.EOF {
 			s.recvErr = io.EOF
@@ -105,7 +105,7 @@ func (s *ServerStream) RecvMsg() (mem.BufferSlice, error) {
 	for got := 0; got < size; {
 		n := min(size-got, recvChunk)
 		bp := pool.Get(n)
-		m, err := io.ReadFull(&s.rb, *bp)
+		m, err := io.ReadFull(&s.in, *bp)
 		if err != nil {
 			pool.Put(bp)
 			out.Free()
@@ -304,7 +304,7 @@ func (s *ServerStream) finish(err error) {
 	if reset {
 		return
 	}
-	requestEnded := s.rb.ended()
+	requestEnded := s.in.ended()
 	sc.lockWrite()
 	sc.hbuf.Reset()
 	if !s.sentHeaders {
