@@ -5,6 +5,11 @@
 //
 // Each sample's stack is drawn root at the bottom, callee above its caller; a frame's width is
 // its share of all samples, and hovering it (the SVG title) shows its name, time and share.
+//
+// With -table it prints instead a markdown table of where the samples went by kind of work
+// (TLS decryption, socket reads and writes, window updates, scheduler wake-ups, copies, ...;
+// see categories), each sample counted once, so that perf/results/profile-binary.md can set
+// the agent's CPU per MB beside the floor forwarder's, line by line.
 package main
 
 import (
@@ -22,10 +27,15 @@ import (
 
 func main() {
 	title := flag.String("title", "CPU profile", "title above the graph")
+	table := flag.Bool("table", false, "print the samples' shares by kind of work (markdown) instead of the graph")
 	flag.Parse()
 	root, err := parse(os.Stdin)
 	if err == nil {
-		err = draw(os.Stdout, root, *title)
+		if *table {
+			err = printTable(os.Stdout, root)
+		} else {
+			err = draw(os.Stdout, root, *title)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "flame:", err)
@@ -189,4 +199,82 @@ func color(name string) string {
 	default:
 		return "#c7c7c7"
 	}
+}
+
+// category is a kind of work: a sample is the first category (in order) one of whose frames
+// is on its stack (leaf is matched against the sample's leaf frame only).
+type category struct {
+	name  string
+	frame []string // any frame of the stack containing one of these
+	leaf  []string // or the leaf frame containing one of these
+}
+
+var categories = []category{
+	{name: "window updates (WINDOW_UPDATE frames written, their TLS record and write)", frame: []string{").writeWindowUpdate", ").grantConnWindow", ").credit"}},
+	{name: "garbage collection", frame: []string{"runtime.gcBgMarkWorker", "runtime.gcAssistAlloc", "runtime.bgsweep", "runtime.bgscavenge", "runtime.gcStart"}},
+	{name: "scheduler: waking, parking and finding goroutines (futex, netpoll)", frame: []string{"runtime.schedule", "runtime.findRunnable", "runtime.mcall", "runtime.park_m", "runtime.wakep", "runtime.futexwakeup", "runtime.futexsleep", "runtime.startm", "runtime.stopm", "runtime.notewakeup"}},
+	{name: "TLS decryption (AES-GCM) of Istiod's records", frame: []string{"crypto/tls.(*halfConn).decrypt"}},
+	{name: "TLS encryption (requests, ACKs)", frame: []string{"crypto/tls.(*halfConn).encrypt"}},
+	{name: "socket reads (TLS from Istiod)", frame: []string{"syscall.read", "syscall.Read"}},
+	{name: "socket writes (to Envoy; ACKs to Istiod)", frame: []string{"syscall.write", "syscall.Write"}},
+	{name: "buffer clearing (gRPC's pool)", frame: []string{"sizedBufferPool).Get"}},
+	{name: "copies (memmove)", leaf: []string{"runtime.memmove"}},
+	{name: "allocation", frame: []string{"runtime.mallocgc"}},
+	{name: "xDS bookkeeping (mux, fastpath: scanning, nonces, queues)", frame: []string{"wingman/mux.", "wingman/fastpath."}},
+	{name: "HTTP/2 framing and the rest of the transport", frame: []string{"wingman/transport/", "golang.org/x/net/http2", "main.relay", "main.(*hop)"}},
+	{name: "TLS record handling", frame: []string{"crypto/tls."}},
+}
+
+// printTable walks every sample path of the tree and sums it into its category.
+func printTable(w io.Writer, root *node) error {
+	sums := make([]time.Duration, len(categories)+1)
+	var stack []string
+	var walk func(n *node)
+	walk = func(n *node) {
+		stack = append(stack, n.name)
+		self := n.value
+		for _, c := range n.children {
+			self -= c.value
+			walk(c)
+		}
+		if self > 0 {
+			sums[classify(stack)] += self
+		}
+		stack = stack[:len(stack)-1]
+	}
+	for _, c := range root.children {
+		walk(c)
+	}
+	b := bufio.NewWriter(w)
+	fmt.Fprintf(b, "| kind of work | samples | share |\n|---|---:|---:|\n")
+	for i, d := range sums {
+		name := "other"
+		if i < len(categories) {
+			name = categories[i].name
+		}
+		fmt.Fprintf(b, "| %s | %v | %.1f %% |\n", name, d, 100*float64(d)/float64(root.value))
+	}
+	fmt.Fprintf(b, "| all | %v | 100 %% |\n", root.value)
+	return b.Flush()
+}
+
+// classify returns the index of the first category of a stack (root first), len(categories)
+// for none.
+func classify(stack []string) int {
+	leaf := stack[len(stack)-1]
+	for i, c := range categories {
+		for _, l := range c.leaf {
+			if strings.Contains(leaf, l) {
+				return i
+			}
+		}
+		for _, f := range stack {
+			for _, m := range c.frame {
+				if strings.Contains(f, m) {
+					return i
+				}
+			}
+		}
+	}
+	return len(categories)
 }

@@ -61,3 +61,34 @@ func TestMergesStacksRootFirst(t *testing.T) {
 		t.Error("input without samples accepted")
 	}
 }
+
+// TestTableCountsEachSampleOnce: samples fall into the first matching kind of work, a window
+// update's write counted as a window update, not as a socket write.
+func TestTableCountsEachSampleOnce(t *testing.T) {
+	const in = `-----------+-------------------------------------------------------
+      20ms   syscall.write
+             h2grpc.(*conn).writeWindowUpdate
+             main.x
+-----------+-------------------------------------------------------
+      10ms   syscall.write
+             main.y
+-----------+-------------------------------------------------------
+      5ms   runtime.memmove
+             main.y
+-----------+-------------------------------------------------------
+`
+	root, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := printTable(&out, root); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| window updates (WINDOW_UPDATE frames written, their TLS record and write) | 20ms | 57.1 % |",
+		"| socket writes (to Envoy; ACKs to Istiod) | 10ms | 28.6 % |", "| copies (memmove) | 5ms | 14.3 % |", "| all | 35ms | 100 % |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
