@@ -107,13 +107,11 @@ func latencyFigures(m map[string]float64, lat []time.Duration) {
 func large(size, n int) func(ctx context.Context, e *env) (map[string]float64, []time.Duration, error) {
 	return func(ctx context.Context, e *env) (map[string]float64, []time.Duration, error) {
 		// Enough pushes that CPU per MB is read over more than scheduling noise (the gate holds
-		// it against the floor forwarder's within 25 %): 20 of a few MB take about a second.
+		// it against the floor forwarder's within 25 %, short runs too): 20 of a few MB take
+		// about a second.
 		count := 20
-		switch {
-		case size >= 8<<20:
+		if size >= 8<<20 {
 			count = 5
-		case e.short:
-			count = 10
 		}
 		profiling := e.cfg.Profile != "" && e.kind != Direct
 		p, _, _, err := startOne(ctx, e, podSpec{pushProf: profiling})
