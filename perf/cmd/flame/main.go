@@ -202,11 +202,15 @@ func color(name string) string {
 }
 
 // category is a kind of work: a sample is the first category (in order) one of whose frames
-// is on its stack (leaf is matched against the sample's leaf frame only).
+// is on its stack (leaf is matched against the sample's leaf frame only). Categories marked
+// nearest are tried last, together, from the leaf up: the sample goes to the one whose frame
+// is nearest its leaf (a transport read called by mux is the transport's, mux's own scanning
+// is mux's).
 type category struct {
-	name  string
-	frame []string // any frame of the stack containing one of these
-	leaf  []string // or the leaf frame containing one of these
+	name    string
+	frame   []string // any frame of the stack containing one of these
+	leaf    []string // or the leaf frame containing one of these
+	nearest bool
 }
 
 var categories = []category{
@@ -220,9 +224,9 @@ var categories = []category{
 	{name: "buffer clearing (gRPC's pool)", frame: []string{"sizedBufferPool).Get"}},
 	{name: "copies (memmove)", leaf: []string{"runtime.memmove"}},
 	{name: "allocation", frame: []string{"runtime.mallocgc"}},
-	{name: "xDS bookkeeping (mux, fastpath: scanning, nonces, queues)", frame: []string{"wingman/mux.", "wingman/fastpath."}},
-	{name: "HTTP/2 framing and the rest of the transport", frame: []string{"wingman/transport/", "golang.org/x/net/http2", "main.relay", "main.(*hop)"}},
-	{name: "TLS record handling", frame: []string{"crypto/tls."}},
+	{name: "xDS bookkeeping (mux, fastpath: scanning, nonces, queues)", frame: []string{"wingman/mux.", "wingman/fastpath."}, nearest: true},
+	{name: "HTTP/2 framing and the rest of the transport (locks, stream hand-off)", frame: []string{"wingman/transport/", "golang.org/x/net/http2", "main.relay", "main.(*hop)", "main.pair"}, nearest: true},
+	{name: "TLS record handling", frame: []string{"crypto/tls."}, nearest: true},
 }
 
 // printTable walks every sample path of the tree and sums it into its category.
@@ -263,6 +267,9 @@ func printTable(w io.Writer, root *node) error {
 func classify(stack []string) int {
 	leaf := stack[len(stack)-1]
 	for i, c := range categories {
+		if c.nearest {
+			continue
+		}
 		for _, l := range c.leaf {
 			if strings.Contains(leaf, l) {
 				return i
@@ -271,6 +278,18 @@ func classify(stack []string) int {
 		for _, f := range stack {
 			for _, m := range c.frame {
 				if strings.Contains(f, m) {
+					return i
+				}
+			}
+		}
+	}
+	for j := len(stack) - 1; j >= 0; j-- {
+		for i, c := range categories {
+			if !c.nearest {
+				continue
+			}
+			for _, m := range c.frame {
+				if strings.Contains(stack[j], m) {
 					return i
 				}
 			}
