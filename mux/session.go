@@ -25,7 +25,9 @@ type downstream interface {
 	RecvMsg() (mem.BufferSlice, error)
 	SendMsg(mem.BufferSlice) error
 	BeginMsg(size int) error // a message sent in pieces (cut-through)
-	Write(piece []byte) error
+	// WriteBuffers sends the next pieces of that message, flushing once per batch the send
+	// windows allow, not once per piece.
+	WriteBuffers(pieces [][]byte) error
 	Context() context.Context
 }
 

@@ -14,11 +14,11 @@ const module = "github.com/wingman-mesh/wingman"
 // helpers the same way.
 var buildArgs = []string{"-tags", "disable_pgv,grpcnotrace", "-trimpath", "-ldflags=-s -w"}
 
-// Build builds the stand-in and the agent child into dir (and pilot-agent too when agent is
+// Build builds the stand-in, the agent child and the floor forwarder into dir (and pilot-agent too when agent is
 // true) with the go tool; it must run inside the module.
 func Build(ctx context.Context, dir string, agent bool) (Bins, error) {
-	b := Bins{Child: filepath.Join(dir, "agentchild"), Stub: filepath.Join(dir, "envoystub")}
-	pkgs := [][2]string{{b.Child, module + "/lab/agentchild"}, {b.Stub, module + "/lab/envoystub"}}
+	b := Bins{Child: filepath.Join(dir, "agentchild"), Stub: filepath.Join(dir, "envoystub"), Floor: filepath.Join(dir, "floorfwd")}
+	pkgs := [][2]string{{b.Child, module + "/lab/agentchild"}, {b.Stub, module + "/lab/envoystub"}, {b.Floor, module + "/lab/floorfwd"}}
 	if agent {
 		b.Agent = filepath.Join(dir, "pilot-agent")
 		pkgs = append(pkgs, [2]string{b.Agent, module + "/cmd/pilot-agent"})

@@ -13,6 +13,14 @@
 // → the stand-in's main package (wall time, reported) and reads the agent's CPU time at that
 // instant (exec_cpu_ms, gated as a ratio to the reference's).
 //
+// The large-push scenarios also run lab/floorfwd, the process floor (TLS from the control plane,
+// HTTP/2 DATA copied to the stand-in's Unix socket, nothing else), as a pod of its own between
+// the two agents, and report Wingman / floor per run beside Wingman / reference (floor_ratios in
+// the baseline gate the binary's CPU per MB against it). Binary pods carry perf/testdata's
+// image-sized bootstrap template at Istio's path, which the binary renders as a user's image
+// makes it. With Config.Profile the large scenarios push for ProfileSeconds and the binary's CPU
+// profile is taken from its status port over exactly those pushes.
+//
 // Everything the harness starts runs in its own process group and is stopped (SIGTERM, then
 // SIGKILL to the group) when a scenario ends, fails or times out; errors name the failed step.
 package perf

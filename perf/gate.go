@@ -15,6 +15,10 @@ type Baseline struct {
 	Tolerance float64 `json:"tolerance"`
 	// Ratios are "scenario.metric" → the accepted Wingman/reference ratio (lower is better).
 	Ratios map[string]float64 `json:"ratios"`
+	// FloorRatios are "scenario.metric" → the accepted ratio of Wingman to the floor forwarder
+	// (lab/floorfwd) of the same run, the process that only carries the bytes (issue 30): the
+	// binary's CPU per MB against the floor may grow by Tolerance at most.
+	FloorRatios map[string]float64 `json:"floor_ratios"`
 	// Budgets are "scenario.metric" → Wingman's accepted allocation figure (mallocs or KiB per
 	// forwarded MB).
 	Budgets map[string]float64 `json:"budgets"`
@@ -62,9 +66,11 @@ func LoadBaseline(path string) (*Baseline, error) {
 			return nil, fmt.Errorf("baseline %s: memory figure %s is %v, want > 0", path, k, v)
 		}
 	}
-	for k, v := range base.Ratios {
-		if v <= 0 {
-			return nil, fmt.Errorf("baseline %s: ratio %s is %v, want > 0", path, k, v)
+	for _, m := range []map[string]float64{base.Ratios, base.FloorRatios} {
+		for k, v := range m {
+			if v <= 0 {
+				return nil, fmt.Errorf("baseline %s: ratio %s is %v, want > 0", path, k, v)
+			}
 		}
 	}
 	for k, v := range base.Budgets {
@@ -101,6 +107,19 @@ func (b *Baseline) Check(s *Summary) []string {
 		case f.Ratio > b.Ratios[k]*limit:
 			fails = append(fails, fmt.Sprintf("%s: ratio %.3f regressed past %.3f × %.2f (wingman %.4g, reference %.4g)",
 				k, f.Ratio, b.Ratios[k], limit, f.Wingman, f.Reference))
+		}
+	}
+	for _, k := range sortedKeys(b.FloorRatios) {
+		if !ran[scenarioOf(k)] {
+			continue
+		}
+		f, ok := s.Figures[k]
+		switch {
+		case !ok || f.FloorRatio <= 0:
+			fails = append(fails, fmt.Sprintf("%s: no ratio to the floor forwarder measured", k))
+		case f.FloorRatio > b.FloorRatios[k]*limit:
+			fails = append(fails, fmt.Sprintf("%s: %.3f× the process floor regressed past %.3f × %.2f (wingman %.4g, floor %.4g; runs %.2f-%.2f)",
+				k, f.FloorRatio, b.FloorRatios[k], limit, f.Wingman, f.Floor, f.FloorRatioMin, f.FloorRatioMax))
 		}
 	}
 	for _, k := range sortedKeys(b.Budgets) {

@@ -45,6 +45,11 @@ func TestPerfGate(t *testing.T) {
 		f := sum.Figures[k]
 		t.Logf("%-36s wingman %10.4g  reference %10.4g  ratio %.3f (baseline %.3f)", k, f.Wingman, f.Reference, f.Ratio, base.Ratios[k])
 	}
+	for _, k := range sortedKeys(base.FloorRatios) {
+		f := sum.Figures[k]
+		t.Logf("%-36s wingman %10.4g  floor %10.4g  ratio %.3f (runs %.2f-%.2f; baseline %.3f)", k, f.Wingman, f.Floor, f.FloorRatio,
+			f.FloorRatioMin, f.FloorRatioMax, base.FloorRatios[k])
+	}
 	for _, k := range sortedKeys(base.Budgets) {
 		t.Logf("%-36s wingman %10.4g  (budget %.4g)", k, sum.Figures[k].Wingman, base.Budgets[k])
 	}

@@ -36,7 +36,11 @@ type Config struct {
 	// Profile, when set, saves CPU and heap profiles of Wingman's agent in each scenario run
 	// into this directory.
 	Profile string
-	Logger  *slog.Logger
+	// ProfileSeconds, with Profile, makes the pushes of the large scenarios last this long for
+	// every agent, and takes the binary's CPU profile over exactly that window (its pprof
+	// endpoint samples at 100 Hz: a few pushes give too few samples). 0: 20 s.
+	ProfileSeconds int
+	Logger         *slog.Logger
 }
 
 // Result is one run of one scenario for one agent.
@@ -111,6 +115,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if r%2 == 1 {
 				kinds = []Kind{Reference, Wingman}
 			}
+			if sc.floor { // next to Wingman, whose CPU it is the floor of
+				kinds = []Kind{Wingman, Floor, Reference}
+				if r%2 == 1 {
+					kinds = []Kind{Reference, Floor, Wingman}
+				}
+			}
 			if sc.direct {
 				kinds = append(kinds, Direct)
 			}
@@ -163,8 +173,8 @@ func (e *env) start(ctx context.Context, spec podSpec) (*Pod, error) {
 		spec.id = fmt.Sprintf("p%d", len(e.podList()))
 	}
 	spec.pprof = true
-	if e.cfg.Profile != "" && e.kind == Wingman && !spec.quick {
-		spec.cpuProf = filepath.Join(e.cfg.Profile, fmt.Sprintf("%s-run%d-%s.cpu.pprof", e.name, e.run, spec.id))
+	if e.cfg.Profile != "" && (e.kind == Wingman || e.kind == Floor) && !spec.quick {
+		spec.cpuProf = filepath.Join(e.cfg.Profile, fmt.Sprintf("%s-run%d-%s-%s.cpu.pprof", e.name, e.run, e.kind, spec.id))
 	}
 	spec.rsaKeys = e.cfg.RSAKeys
 	p, err := startPod(ctx, e.dir, e.cfg.Bins, e.cp, e.hub, spec)
@@ -174,9 +184,9 @@ func (e *env) start(ctx context.Context, spec podSpec) (*Pod, error) {
 	e.mu.Lock()
 	e.pods = append(e.pods, p)
 	e.mu.Unlock()
-	if e.cfg.Profile != "" && p.Binary && !spec.quick {
+	if e.cfg.Profile != "" && p.Binary && !spec.quick && !spec.pushProf {
 		// The binary's status port serves pprof: take a CPU profile of the next seconds.
-		path := filepath.Join(e.cfg.Profile, fmt.Sprintf("%s-run%d-%s.cpu.pprof", e.name, e.run, spec.id))
+		path := filepath.Join(e.cfg.Profile, fmt.Sprintf("%s-run%d-%s-%s.cpu.pprof", e.name, e.run, e.kind, spec.id))
 		e.profiles.Go(func() {
 			_ = fetchWhenUp(e.runCtx, "http://"+p.DebugAddr+"/debug/pprof/profile?seconds="+strconv.Itoa(binaryCPUProfileSeconds), path)
 		})

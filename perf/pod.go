@@ -3,6 +3,7 @@ package perf
 import (
 	"bufio"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,6 +29,9 @@ const (
 	Reference Kind = "reference"
 	// Direct is no agent: the stand-in talks to the control plane's plaintext port.
 	Direct Kind = "direct"
+	// Floor is lab/floorfwd: TLS from the control plane, HTTP/2 DATA copied to the stand-in's
+	// Unix socket, nothing else; the process floor the agent's CPU per MB is read against.
+	Floor Kind = "floor"
 )
 
 // Bins are the executables the harness runs.
@@ -35,6 +39,7 @@ type Bins struct {
 	Agent string // pilot-agent; empty → Wingman runs as agentchild -mode=mux
 	Child string // lab/agentchild
 	Stub  string // lab/envoystub
+	Floor string // lab/floorfwd
 }
 
 // Paths inside a pod directory, as in the proxyv2 image.
@@ -45,6 +50,18 @@ const (
 	xdsSocketRel  = "./etc/istio/proxy/XDS"
 	sdsSocketRel  = "./var/run/secrets/workload-spiffe-uds/socket"
 )
+
+// imageTemplate is the bootstrap template every binary pod carries where the proxyv2 image has
+// Istio's (imageTemplateRel, bootstrap.DefaultTemplatePath): Wingman's own, every parameter of
+// Istio's set used (bootstrap/testdata/every_param.tmpl.json, which the bootstrap tests validate
+// against Envoy's schema) plus inline headers, watchdogs and certificate providers written with
+// ranges and conditions, 26 KB against the 27 KB of Istio's 1.30 envoy_bootstrap.json, so that
+// the start-up render and what it leaves behind are a user's.
+//
+//go:embed testdata/envoy_bootstrap_tmpl.json
+var imageTemplate []byte
+
+const imageTemplateRel = "var/lib/istio/envoy/envoy_bootstrap_tmpl.json"
 
 // podSpec is how one pod is started.
 type podSpec struct {
@@ -58,6 +75,7 @@ type podSpec struct {
 	cpuProf   string // agentchild writes a CPU profile of its whole run here
 	rsaKeys   bool   // the pilot-agent binary makes RSA-2048 keys (Istio's default), not ECDSA
 	quick     bool   // started only to be timed and killed: no profiles
+	pushProf  bool   // the scenario takes the binary's CPU profile over its pushes itself
 }
 
 // Pod is one agent with its Envoy stand-ins.
@@ -137,8 +155,22 @@ func startPod(ctx context.Context, root string, bins Bins, cp *ControlPlane, hub
 		p.Stubs = append(p.Stubs, stub)
 		return p, nil
 	}
+	if spec.kind == Floor {
+		if err := startFloor(ctx, p, dir, bins, cp, spec, admin, stubEnv); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
 	if bins.Agent != "" && spec.kind == Wingman {
 		p.Binary = true
+		// The image's template at Istio's path, which the binary renders as a user's would.
+		tmpl := filepath.Join(dir, imageTemplateRel)
+		if err := os.MkdirAll(filepath.Dir(tmpl), 0o755); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", spec.id, err)
+		}
+		if err := os.WriteFile(tmpl, imageTemplate, 0o644); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", spec.id, err)
+		}
 		status, err := freePort()
 		if err != nil {
 			return nil, err
@@ -216,6 +248,42 @@ func startPod(ctx context.Context, root string, bins Bins, cp *ControlPlane, hub
 	return p, nil
 }
 
+// startFloor starts lab/floorfwd as the pod's agent (whose CPU and memory the scenarios read)
+// and a stand-in with the xds-grpc pipe only: the floor carries xDS and serves no SDS.
+func startFloor(ctx context.Context, p *Pod, dir string, bins Bins, cp *ControlPlane, spec podSpec, admin int, stubEnv []string) error {
+	if bins.Floor == "" {
+		return fmt.Errorf("pod %s: no floor forwarder built (Bins.Floor)", spec.id)
+	}
+	if err := writeBootstrapXDS(filepath.Join(dir, bootstrapFile), spec.id, spec.api, admin, false); err != nil {
+		return fmt.Errorf("pod %s: %w", spec.id, err)
+	}
+	root := filepath.Join(dir, rootFile)
+	sock := filepath.Join(dir, xdsSocketRel)
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		return err
+	}
+	var err error
+	args := []string{"-listen", sock, "-upstream", cp.Addr(), "-root", root, "-server-name", IstiodName, "-token", Token,
+		"-meta", "ClusterID=Kubernetes"}
+	if spec.cpuProf != "" {
+		args = append(args, "-cpuprofile", spec.cpuProf)
+	}
+	if p.Agent, err = startProc("floorfwd "+spec.id, dir, nil, bins.Floor, args...); err != nil {
+		return err
+	}
+	if err := waitSockets(ctx, p.Agent, sock); err != nil {
+		p.Stop()
+		return fmt.Errorf("pod %s: %w", spec.id, err)
+	}
+	stub, err := startProc("envoystub(floor) "+spec.id, dir, stubEnv, bins.Stub, "-c", bootstrapFile, "--drain-time-s", "1")
+	if err != nil {
+		p.Stop()
+		return err
+	}
+	p.Stubs = append(p.Stubs, stub)
+	return nil
+}
+
 // waitSockets waits until every path exists, the agent exits, or ctx ends.
 func waitSockets(ctx context.Context, agent *Proc, paths ...string) error {
 	// A fine tick: the wait is part of the reference's start → Envoy exec'd (startup scenario).
@@ -241,6 +309,11 @@ func waitSockets(ctx context.Context, agent *Proc, paths ...string) error {
 // writeBootstrap writes the part of Envoy's bootstrap the stand-in reads, for agents that do
 // not render one (agentchild).
 func writeBootstrap(path, id, api string, admin int) error {
+	return writeBootstrapXDS(path, id, api, admin, true)
+}
+
+// writeBootstrapXDS is writeBootstrap, with the sds-grpc cluster only when sds is true.
+func writeBootstrapXDS(path, id, api string, admin int, sds bool) error {
 	pipe := func(name, sock string) map[string]any {
 		return map[string]any{"name": name, "load_assignment": map[string]any{"cluster_name": name,
 			"endpoints": []any{map[string]any{"lb_endpoints": []any{map[string]any{"endpoint": map[string]any{
@@ -250,7 +323,10 @@ func writeBootstrap(path, id, api string, admin int) error {
 		"node":              map[string]any{"id": "sidecar~127.0.0.1~" + id + ".default~default.svc.cluster.local", "cluster": id + ".default"},
 		"admin":             map[string]any{"address": map[string]any{"socket_address": map[string]any{"address": "127.0.0.1", "port_value": admin}}},
 		"dynamic_resources": map[string]any{"ads_config": map[string]any{"api_type": api}},
-		"static_resources":  map[string]any{"clusters": []any{pipe("xds-grpc", xdsSocketRel), pipe("sds-grpc", sdsSocketRel)}},
+		"static_resources":  map[string]any{"clusters": []any{pipe("xds-grpc", xdsSocketRel)}},
+	}
+	if sds {
+		bs["static_resources"] = map[string]any{"clusters": []any{pipe("xds-grpc", xdsSocketRel), pipe("sds-grpc", sdsSocketRel)}}
 	}
 	b, err := json.Marshal(bs)
 	if err != nil {

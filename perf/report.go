@@ -41,7 +41,9 @@ func Markdown(rep *Report, s *Summary, command string) string {
 	fmt.Fprintf(&b, "- **wingman**: %s.\n", wing)
 	fmt.Fprintf(&b, "- **reference**: lab/refagent in lab/agentchild, forwarding as Istio's agent does "+
 		"(decode and re-encode, one new TLS upstream connection per Envoy stream), with the same SDS code.\n")
-	fmt.Fprintf(&b, "- **direct**: the Envoy stand-in connected straight to the control plane's plaintext port.\n\n")
+	fmt.Fprintf(&b, "- **direct**: the Envoy stand-in connected straight to the control plane's plaintext port.\n")
+	fmt.Fprintf(&b, "- **floor**: lab/floorfwd, the process floor: TLS from the control plane, HTTP/2 DATA frames copied "+
+		"to the stand-in's Unix socket, nothing else (no SDS); \"vs floor\" is wingman / floor, the median of per-run ratios.\n\n")
 	if rep.Binary {
 		fmt.Fprintf(&b, "Start-up figures compare unlike things: the binary renders the bootstrap and execs the "+
 			"stand-in itself, while the harness starts the reference's stand-in once its sockets listen. The reference "+
@@ -72,7 +74,8 @@ func Markdown(rep *Report, s *Summary, command string) string {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "\n## Medians and ratios\n\n![latency distributions](latency.svg)\n\n")
-	fmt.Fprintf(&b, "| scenario | figure | wingman | reference | direct | ratio | runs' range |\n|---|---|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| scenario | figure | wingman | reference | direct | floor | ratio | runs' range | vs floor | runs' range |\n"+
+		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	keys := make([]string, 0, len(s.Figures))
 	for k := range s.Figures {
 		keys = append(keys, k)
@@ -95,9 +98,16 @@ func Markdown(rep *Report, s *Summary, command string) string {
 			ratio = fmt.Sprintf("%.3f", f.Ratio)
 			spread = fmt.Sprintf("%.2f-%.2f", f.RatioMin, f.RatioMax)
 		}
-		direct := ""
+		direct, floor, fratio, fspread := "", "", "", ""
 		if f.Direct != 0 {
 			direct = num(f.Direct)
+		}
+		if f.Floor != 0 {
+			floor = num(f.Floor)
+		}
+		if f.FloorRatio > 0 {
+			fratio = fmt.Sprintf("%.3f", f.FloorRatio)
+			fspread = fmt.Sprintf("%.2f-%.2f", f.FloorRatioMin, f.FloorRatioMax)
 		}
 		w, r := "—", "—"
 		if f.HasWingman {
@@ -106,7 +116,7 @@ func Markdown(rep *Report, s *Summary, command string) string {
 		if f.HasReference {
 			r = num(f.Reference)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", sc, metric, w, r, direct, ratio, spread)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", sc, metric, w, r, direct, floor, ratio, spread, fratio, fspread)
 	}
 	fmt.Fprintf(&b, "\n%s\n", glossary)
 	return b.String()
@@ -178,9 +188,9 @@ func LatencySVG(rep *Report) string {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n",
 		pw*cols, ph*max(rows, 1)+30)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	colors := map[Kind]string{Wingman: "#1f77b4", Reference: "#ff7f0e", Direct: "#7f7f7f"}
+	colors := map[Kind]string{Wingman: "#1f77b4", Reference: "#ff7f0e", Direct: "#7f7f7f", Floor: "#2ca02c"}
 	lx := 10
-	for _, k := range []Kind{Wingman, Reference, Direct} {
+	for _, k := range []Kind{Wingman, Reference, Direct, Floor} {
 		fmt.Fprintf(&b, `<rect x="%d" y="8" width="12" height="12" fill="%s"/><text x="%d" y="18">%s</text>`+"\n", lx, colors[k], lx+16, k)
 		lx += 100
 	}

@@ -10,6 +10,7 @@ import (
 type scenario struct {
 	order   int
 	direct  bool          // also run the stand-in straight to the control plane
+	floor   bool          // also run the floor forwarder (lab/floorfwd) as the agent
 	certTTL time.Duration // the CA's cap on certificate lifetime (0 → 24h)
 	run     func(ctx context.Context, e *env) (map[string]float64, []time.Duration, error)
 }
@@ -17,9 +18,10 @@ type scenario struct {
 var scenarios = map[string]scenario{
 	"startup":        {order: 0, direct: true, run: startup},
 	"small_rate":     {order: 1, direct: true, run: smallRate},
-	"large_4mb":      {order: 2, direct: true, run: large(4<<20, 100)},
-	"large_10mb":     {order: 3, direct: true, run: large(10<<20, 100)},
-	"many_1500":      {order: 4, direct: true, run: large(1500<<10, 1500)},
+	"large_4mb":      {order: 2, direct: true, floor: true, run: large(4<<20, 100)},
+	"large_10mb":     {order: 3, direct: true, floor: true, run: large(10<<20, 100)},
+	"many_1500":      {order: 4, direct: true, floor: true, run: large(1500<<10, 1500)},
+	"push_100kb":     {order: 9, direct: true, floor: true, run: large(100<<10, 50)},
 	"downstreams_10": {order: 5, run: downstreams},
 	"cert_rotation":  {order: 6, certTTL: 4 * time.Second, run: certRotation},
 	"istiod_restart": {order: 7, run: istiodRestart},
@@ -40,8 +42,8 @@ func waitReady(ctx context.Context, e *env, mark int, pods ...*Pod) (cfg, cert [
 			if id == p.ID {
 				cfg = append(cfg, ev.Time().Sub(p.Started))
 			}
-			if e.kind == Direct {
-				continue
+			if e.kind == Direct || e.kind == Floor {
+				continue // no SDS
 			}
 			ev, err = e.hub.Wait(ctx, mark, "first certificate at "+id, func(ev Event) bool {
 				return ev.ID == id && ev.Ev == "sds" && ev.Name == "default"

@@ -13,10 +13,16 @@ type Figure struct {
 	Wingman   float64 `json:"wingman"`
 	Reference float64 `json:"reference"`
 	Direct    float64 `json:"direct,omitempty"`
+	Floor     float64 `json:"floor,omitempty"` // the floor forwarder (lab/floorfwd), where it ran
 	Ratio     float64 `json:"ratio,omitempty"` // 0 when not defined
 	// RatioMin and RatioMax are the spread of the per-run ratios.
 	RatioMin float64 `json:"ratio_min,omitempty"`
 	RatioMax float64 `json:"ratio_max,omitempty"`
+	// FloorRatio is the median of the per-run ratios Wingman / floor forwarder (same run), with
+	// its spread; 0 where the floor did not run.
+	FloorRatio    float64 `json:"floor_ratio,omitempty"`
+	FloorRatioMin float64 `json:"floor_ratio_min,omitempty"`
+	FloorRatioMax float64 `json:"floor_ratio_max,omitempty"`
 	// Which agents measured it (a figure may exist for one only, e.g. allocations).
 	HasWingman   bool `json:"-"`
 	HasReference bool `json:"-"`
@@ -50,6 +56,7 @@ func Summarize(rep *Report) *Summary {
 	}
 	vals := map[key][]float64{}
 	ratios := map[[2]string][]float64{}
+	floorRatios := map[[2]string][]float64{}
 	byRun := map[string]map[int]map[Kind]map[string]float64{}
 	for _, r := range append(slices.Clone(rep.Results), rep.Dense...) {
 		if byRun[r.Scenario] == nil {
@@ -63,7 +70,7 @@ func Summarize(rep *Report) *Summary {
 	for scen, runs := range byRun {
 		for _, kinds := range runs {
 			if d, ok := kinds[Direct]; ok {
-				for _, k := range []Kind{Wingman, Reference} {
+				for _, k := range []Kind{Wingman, Reference, Floor} {
 					if m, ok := kinds[k]; ok {
 						if _, ok := d["p50_ms"]; ok {
 							m["added_p50_ms"] = m["p50_ms"] - d["p50_ms"]
@@ -80,7 +87,18 @@ func Summarize(rep *Report) *Summary {
 					vals[key{scen, name, k}] = append(vals[key{scen, name, k}], v)
 				}
 			}
-			w, r := kinds[Wingman], kinds[Reference]
+			w, r, fl := kinds[Wingman], kinds[Reference], kinds[Floor]
+			if w != nil && fl != nil {
+				for name, wv := range w {
+					fv, ok := fl[name]
+					if strings.HasPrefix(name, "added_") {
+						wv, fv = max(wv, addedFloorMS), max(fv, addedFloorMS)
+					}
+					if ok && fv > 0 {
+						floorRatios[[2]string{scen, name}] = append(floorRatios[[2]string{scen, name}], wv/fv)
+					}
+				}
+			}
 			if w == nil || r == nil {
 				continue
 			}
@@ -106,6 +124,8 @@ func Summarize(rep *Report) *Summary {
 			f.Reference, f.HasReference = median(v), true
 		case Direct:
 			f.Direct = median(v)
+		case Floor:
+			f.Floor = median(v)
 		}
 		s.Figures[name] = f
 	}
@@ -113,6 +133,12 @@ func Summarize(rep *Report) *Summary {
 		name := k[0] + "." + k[1]
 		f := s.Figures[name]
 		f.Ratio, f.RatioMin, f.RatioMax = median(v), slices.Min(v), slices.Max(v)
+		s.Figures[name] = f
+	}
+	for k, v := range floorRatios {
+		name := k[0] + "." + k[1]
+		f := s.Figures[name]
+		f.FloorRatio, f.FloorRatioMin, f.FloorRatioMax = median(v), slices.Min(v), slices.Max(v)
 		s.Figures[name] = f
 	}
 	if rep.BinarySize > 0 {
@@ -146,17 +172,30 @@ func targets(rep *Report, s *Summary) []Target {
 			t.Why = fmt.Sprintf(format, args...)
 		}
 	}
-	ratio("push latency added by the agent, 4 MB (p50)", "large_4mb.added_p50_ms", 0.2)
+	ratio("push latency added by the agent, 4 MB (p50)", "large_4mb.added_p50_ms", 0.3)
 	a := fig("large_4mb.added_p50_ms")
+	if t := &out[len(out)-1]; t.Measured {
+		// Issue 30: the median at most 0.3x, and every run at most 0.5x.
+		t.Want += ", every run ≤ 0.50×"
+		t.Got += fmt.Sprintf(" (runs %.2f-%.2f)", a.RatioMin, a.RatioMax)
+		t.Pass = t.Pass && a.RatioMax <= 0.5
+	}
 	why("per-run ratios ranged %.2f-%.2f: added p50 %.1f ms (wingman) vs %.1f ms (reference) over a direct p50 of %.1f ms, "+
 		"so a few ms of scheduling noise on this shared 2-core machine moves the ratio across the line",
 		a.RatioMin, a.RatioMax, a.Wingman, a.Reference, fig("large_4mb.p50_ms").Direct)
-	ratio("agent CPU per forwarded MB (4 MB pushes)", "large_4mb.cpu_ms_per_mb", 0.3)
+	ratio("agent CPU per forwarded MB (4 MB pushes)", "large_4mb.cpu_ms_per_mb", 0.25)
 	c := fig("large_4mb.cpu_ms_per_mb")
 	why("wingman %.2f vs reference %.2f ms/MB (runs %.2f-%.2f). Both agents decrypt TLS from the control plane "+
 		"and frame HTTP/2 to Envoy; Wingman saves the decode and re-encode (heap allocated per MB: %s) and forwards "+
 		"as it reads, but every byte still crosses two sockets and TLS, the floor's own work (bench/README.md)",
 		c.Wingman, c.Reference, c.RatioMin, c.RatioMax, allocRatio(s))
+	fl := Target{Name: "agent CPU per forwarded MB (4 MB pushes) against the process floor (lab/floorfwd, same run)", Want: "≤ 1.30× the floor"}
+	if c.FloorRatio > 0 {
+		fl.Measured, fl.Pass = true, c.FloorRatio <= 1.3
+		fl.Got = fmt.Sprintf("%.3f× (runs %.2f-%.2f; wingman %.2f, floor %.2f ms/MB)", c.FloorRatio, c.FloorRatioMin, c.FloorRatioMax, c.Wingman, c.Floor)
+	}
+	out = append(out, fl)
+	why("perf/results/profile-binary.md places the CPU above the floor function by function")
 	abs("peak anonymous memory above idle during a 10 MB push (cut-through)", "large_10mb.peak_anon_above_idle_kb", "MiB", 1024, 2)
 	abs("process start → Envoy exec'd, the agent's share (median, wall time)", "startup.added_exec_ms", "ms", 1, 8)
 	why("wall time on a shared machine: %.1f ms from start to the stand-in's main (%.1f ms of it the stand-in's own start); "+

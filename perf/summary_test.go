@@ -20,6 +20,8 @@ func sampleReport() *Report {
 		res(Reference, 1, map[string]float64{"p50_ms": 20, "p99_ms": 40, "cpu_ms_per_mb": 2, "mallocs_per_mb": 400}, 20*time.Millisecond),
 		res(Wingman, 1, map[string]float64{"p50_ms": 11, "p99_ms": 20, "cpu_ms_per_mb": 1, "mallocs_per_mb": 100}, 11*time.Millisecond),
 		res(Direct, 1, map[string]float64{"p50_ms": 10, "p99_ms": 15}, 10*time.Millisecond),
+		res(Floor, 0, map[string]float64{"p50_ms": 11, "p99_ms": 16, "cpu_ms_per_mb": 0.8}, 11*time.Millisecond),
+		res(Floor, 1, map[string]float64{"p50_ms": 10.5, "p99_ms": 16, "cpu_ms_per_mb": 0.5}, 10*time.Millisecond),
 	}}
 }
 
@@ -36,14 +38,24 @@ func TestSummarizeRatiosAndAddedLatency(t *testing.T) {
 	if f := s.Figures["large_4mb.p50_ms"]; f.Direct != 10 {
 		t.Errorf("direct p50 %v, want 10", f.Direct)
 	}
-	var cpu Target
+	// Against the floor: per-run ratios 1/0.8 and 1/0.5, median 1.625; the floor's median 0.65.
+	if f := s.Figures["large_4mb.cpu_ms_per_mb"]; f.FloorRatio != 1.625 || f.FloorRatioMin != 1.25 || f.FloorRatioMax != 2 || f.Floor != 0.65 {
+		t.Errorf("cpu figure against the floor %+v, want ratio 1.625 (1.25-2), floor 0.65", f)
+	}
+	var cpu, floor Target
 	for _, tg := range s.Targets {
-		if strings.Contains(tg.Name, "CPU") {
+		switch {
+		case strings.Contains(tg.Name, "CPU") && strings.Contains(tg.Name, "floor"):
+			floor = tg
+		case strings.Contains(tg.Name, "CPU"):
 			cpu = tg
 		}
 	}
-	if !cpu.Measured || cpu.Pass || cpu.Want != "≤ 0.30× the reference" {
-		t.Errorf("CPU target %+v, want measured and missed (0.375 > 0.3, issue 16's target)", cpu)
+	if !cpu.Measured || cpu.Pass || cpu.Want != "≤ 0.25× the reference" {
+		t.Errorf("CPU target %+v, want measured and missed (0.375 > 0.25, issue 30's target)", cpu)
+	}
+	if !floor.Measured || floor.Pass || floor.Want != "≤ 1.30× the floor" {
+		t.Errorf("CPU against the floor %+v, want measured and missed (1.625 > 1.3, issue 30's target)", floor)
 	}
 }
 
@@ -59,6 +71,23 @@ func TestGateFailsOnRegression(t *testing.T) {
 	fails := base.Check(s)
 	if len(fails) != 2 || !strings.Contains(fails[0], "cpu_ms_per_mb") || !strings.Contains(fails[1], "mallocs_per_mb") {
 		t.Errorf("regressions gave %q, want one failure each for the ratio and the budget", fails)
+	}
+	// The binary's CPU per MB against the same run's process floor: 1.625 measured.
+	base = &Baseline{Tolerance: 0.25, FloorRatios: map[string]float64{"large_4mb.cpu_ms_per_mb": 1.3}}
+	if fails := base.Check(s); len(fails) != 0 {
+		t.Errorf("1.625 against a floor baseline of 1.3 (limit 1.625) gave %q, want a pass", fails)
+	}
+	base.FloorRatios["large_4mb.cpu_ms_per_mb"] = 1.25 // limit 1.5625 < 1.625
+	if fails := base.Check(s); len(fails) != 1 || !strings.Contains(fails[0], "process floor") {
+		t.Errorf("a 30%% regression against the floor gave %q, want one failure", fails)
+	}
+	base.FloorRatios = map[string]float64{"large_4mb.p99_ms": 1}
+	if fails := base.Check(s); len(fails) != 0 {
+		t.Errorf("p99 ratio to the floor gave %q", fails)
+	}
+	base.FloorRatios = map[string]float64{"large_4mb.mallocs_per_mb": 1}
+	if fails := base.Check(s); len(fails) != 1 || !strings.Contains(fails[0], "no ratio to the floor") {
+		t.Errorf("a floor ratio the floor did not measure gave %q, want a failure", fails)
 	}
 	base = &Baseline{Tolerance: 0.25, Ratios: map[string]float64{"large_4mb.idle_anon_kb": 1}}
 	if fails := base.Check(s); len(fails) != 1 || !strings.Contains(fails[0], "no ratio") {
@@ -114,8 +143,8 @@ func TestReportRendersValidSVGAndTable(t *testing.T) {
 			lines++
 		}
 	}
-	if lines != 3 {
-		t.Errorf("SVG has %d latency curves, want 3 (wingman, reference, direct)", lines)
+	if lines != 4 {
+		t.Errorf("SVG has %d latency curves, want 4 (wingman, reference, direct, floor)", lines)
 	}
 	dir := t.TempDir()
 	path, err := WriteReport(dir, rep, Summarize(rep), "perf -runs 2")
@@ -126,7 +155,7 @@ func TestReportRendersValidSVGAndTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| large_4mb | cpu_ms_per_mb | 1.000 | 3.000 |  | 0.375 | 0.25-0.50 |", "latency.svg", "`perf -runs 2`", "not measured"} {
+	for _, want := range []string{"| large_4mb | cpu_ms_per_mb | 1.000 | 3.000 |  | 0.650 | 0.375 | 0.25-0.50 | 1.625 | 1.25-2.00 |", "latency.svg", "`perf -runs 2`", "not measured"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q", want)
 		}

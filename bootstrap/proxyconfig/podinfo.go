@@ -27,7 +27,7 @@ func ReadPodInfoFile(path string) (map[string]string, error) {
 func ParsePodInfo(data []byte) (map[string]string, error) {
 	out := make(map[string]string)
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	sc.Buffer(nil, 1<<20) // grows from 4 KiB as lines need: most pods' files are far smaller than 64 KiB
 	line := 0
 	for sc.Scan() {
 		line++

@@ -345,7 +345,9 @@ func prerender(ctx context.Context, a *agent) func() ([]byte, error) {
 	}()
 	return func() ([]byte, error) {
 		<-done
-		return data, err
+		d := data
+		data = nil // once written, the bootstrap is not kept (the closure lives as long as the agent)
+		return d, err
 	}
 }
 

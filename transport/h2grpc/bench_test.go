@@ -248,7 +248,7 @@ func grpcgoMiddle(b *testing.B, upstream string, tc *tls.Config) string {
 }
 
 // benchPiece is the middle's read buffer for the cut-through direction: a bigger read hands
-// the body on in fewer pieces (the client grants stream window back once a quarter of the
+// the body on in fewer pieces (the client grants stream window back once half the
 // window is read, core_recvstream.go take, whatever the read size).
 var benchPiece = 256 << 10
 

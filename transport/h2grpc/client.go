@@ -30,8 +30,8 @@ type ClientConfig struct {
 	// credentials).
 	Header func(ctx context.Context) (http.Header, error)
 	// StreamWindow and ConnWindow are the receive flow-control windows. At most StreamWindow
-	// of a stream's data is buffered unread: the server is granted more once a quarter of it
-	// has been read. ConnWindow bounds the data in flight on the connection, granted back as
+	// of a stream's data is buffered unread: the server is granted more once half of it
+	// has been read (recvWindow). ConnWindow bounds the data in flight on the connection, granted back as
 	// it arrives, so one stalled stream does not stop the others (both as grpc-go grants;
 	// core_recv.go). 0 chooses 1 MiB and 4 MiB: enough to keep a TLS connection busy at local
 	// round-trip times while bounding what a stalled reader holds. Valid: StreamWindow 64 KiB..2 GiB-1, ConnWindow 64 KiB..2 GiB-1 and not

@@ -393,8 +393,8 @@ func TestConnWindowOverrun(t *testing.T) {
 	}
 }
 
-// TestClientWindowUpdatesBatched: reading 1 MiB costs a handful of WINDOW_UPDATEs (one per
-// quarter window consumed, as grpc-go grants), not one per read.
+// TestClientWindowUpdatesBatched: reading costs one WINDOW_UPDATE per half stream window
+// consumed (recvWindow), not one per read.
 func TestClientWindowUpdatesBatched(t *testing.T) {
 	p := startRawPeer(t)
 	c := clientOfRawPeer(t, p, ClientConfig{MaxRecvMsgBytes: 4 << 20})
@@ -444,10 +444,10 @@ func TestClientWindowUpdatesBatched(t *testing.T) {
 	}
 	bytesEqual(t, got, msg)
 	s.CloseSend()
-	// 512 KiB read: one or two stream grants (each once a quarter of the 1 MiB window is
+	// 512 KiB and the 5-byte prefix read: one stream grant (once half the 1 MiB window is
 	// owed, however the reads fell); none yet of the 4 MiB connection window.
-	if n := <-updates; n < 1 || n > 2 {
-		t.Fatalf("%d WINDOW_UPDATEs for 512 KiB read, want 1 or 2", n)
+	if n := <-updates; n != 1 {
+		t.Fatalf("%d WINDOW_UPDATEs for 512 KiB read, want 1", n)
 	}
 	rc.writeHeaders(id, true, "grpc-status", "0")
 	if _, err := s.RecvMsgHeader(); err != io.EOF {

@@ -14,7 +14,7 @@ var errWindowOverflow = errors.New("send window over 2^31-1")
 
 // readWindowUpdate reads and applies a WINDOW_UPDATE frame's payload after its header itself:
 // x/net's Framer allocates every WINDOW_UPDATE frame it parses (it reuses only DATA frames),
-// and a peer sends one per quarter window. Errors as RFC 9113 section 6.9 says, as the Framer
+// and a peer sends one per quarter or half window. Errors as RFC 9113 section 6.9 says, as the Framer
 // would return them; a stream's window taken past 2^31-1 is that stream's http2.StreamError.
 // Reader goroutine.
 func (c *conn) readWindowUpdate(fh http2.FrameHeader, side connSide) error {

@@ -18,8 +18,9 @@
 // the same type on both sides, each side only finding the stream a frame is for; every frame
 // written through one buffered writer under a mutex, its 64 KiB buffer too borrowed only while
 // frames wait (the last writer out flushes: frames written together cost one system call);
-// window updates once a quarter of a window is owed, the connection's as DATA arrives and a
-// stream's as its receiver reads (grpc-go's rule, on both sides: core_recv.go says why);
+// window updates once a quarter of the connection's window is owed, as DATA arrives, and half of
+// a stream's, as its receiver reads (grpc-go's rule of where, on both sides: core_recv.go says
+// why);
 // SETTINGS/PING/GOAWAY/RST_STREAM handled, flow control enforced on what is received, protocol
 // errors close the connection with GOAWAY and stream errors reset only the stream. Only what the proxy needs of gRPC is spoken: the 5-byte length
 // prefix (uncompressed), the content-type, grpc-status/grpc-message trailers (percent-encoded as

@@ -331,7 +331,7 @@ func TestServerStreamFlowControlEnforced(t *testing.T) {
 
 // TestServerGrantsPadding: padding is consumed on arrival (RFC 9113 section 6.1: it counts in
 // flow control), so the stream's window for it is granted back without the handler reading:
-// a peer that pads a quarter of the window gets a WINDOW_UPDATE for the stream, as from the
+// a peer that pads half the window gets a WINDOW_UPDATE for the stream, as from the
 // client (recvWindow, core_recvstream.go). Before the connection core the server only granted
 // padding with the handler's next read, and a handler that reads nothing left it owed.
 func TestServerGrantsPadding(t *testing.T) {
@@ -341,7 +341,7 @@ func TestServerGrantsPadding(t *testing.T) {
 	c.open(1, false)
 	pad := make([]byte, 255)
 	sent := 0
-	for sent < window/4 {
+	for sent < window/2 {
 		c.fr.WriteDataPadded(1, false, nil, pad) // 256 bytes of window each, no data
 		sent += 1 + len(pad)
 	}

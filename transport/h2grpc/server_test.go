@@ -181,6 +181,45 @@ func TestServerPiecesMakeOneMessage(t *testing.T) {
 	}
 }
 
+// TestServerWriteBuffersMakeOneMessage: batches of pieces of varied sizes (WriteBuffers, as the
+// proxy forwards what piled up while it wrote) make one message, byte for byte; a batch past the
+// message's end is refused whole.
+func TestServerWriteBuffersMakeOneMessage(t *testing.T) {
+	const size = 3<<20 + 12345
+	want := pattern(size, 7)
+	_, path := startServer(t, ServerConfig{}, map[string]Handler{testMethod: func(ss *ServerStream) error {
+		if err := ss.BeginMsg(size); err != nil {
+			return err
+		}
+		for off, batch := 0, 1; off < size; batch = batch%7 + 1 {
+			var ps [][]byte
+			for range batch {
+				n := min(1000*batch+16<<10, size-off)
+				ps = append(ps, want[off:off+n])
+				if off += n; off == size {
+					break
+				}
+			}
+			if err := ss.WriteBuffers(ps); err != nil {
+				return err
+			}
+		}
+		if err := ss.WriteBuffers([][]byte{{0}, {1}}); status.Code(err) != codes.Internal {
+			return status.Errorf(codes.DataLoss, "WriteBuffers after the message's end: %v, want Internal", err)
+		}
+		return ss.SendMsg(mem.BufferSlice{mem.SliceBuffer([]byte("next"))})
+	}})
+	cs := openGRPC(t, path)
+	var got []byte
+	if err := cs.RecvMsg(&got); err != nil {
+		t.Fatal(err)
+	}
+	bytesEqual(t, got, want)
+	if err := cs.RecvMsg(&got); err != nil || string(got) != "next" {
+		t.Fatalf("second message %q, %v", got, err)
+	}
+}
+
 // TestServerWriteBlocksWhileClientDoesNotRead proves what bounds the proxy's memory: Write
 // (and SendMsg) do not return while the client does not read, and resume when it reads.
 func TestServerWriteBlocksWhileClientDoesNotRead(t *testing.T) {

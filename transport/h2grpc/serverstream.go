@@ -207,6 +207,42 @@ func (s *ServerStream) Write(p []byte) error {
 	return nil
 }
 
+// WriteBuffers sends the next pieces of the begun message, in order, as Write would send each,
+// but as one batch: the connection's writer takes as much of them as the send windows allow (at
+// most maxSendBatch) per hold and reaches the socket once per hold, not once per piece (a
+// forwarder that fell a few frames behind catches up with one write). More bytes than the message
+// has left is an error (nothing sent). ps itself is not kept.
+func (s *ServerStream) WriteBuffers(ps [][]byte) error {
+	if !s.inMsg {
+		return status.Error(codes.Internal, "h2grpc: Write without BeginMsg")
+	}
+	n := 0
+	for _, p := range ps {
+		n += len(p)
+	}
+	if n > s.msgLeft {
+		return status.Errorf(codes.Internal, "h2grpc: Write of %d bytes with %d left in the message", n, s.msgLeft)
+	}
+	s.pieces = s.pieces[:0]
+	total := n
+	if s.prefixDue {
+		s.pieces = append(s.pieces, s.whdr[:])
+		total += prefixLen
+	}
+	s.pieces = append(s.pieces, ps...)
+	err := s.send(s.pieces, total)
+	clear(s.pieces)
+	if err != nil {
+		return err
+	}
+	s.prefixDue = false
+	s.msgLeft -= n
+	if s.msgLeft == 0 {
+		s.inMsg = false
+	}
+	return nil
+}
+
 func (s *ServerStream) checkSize(size int) error {
 	if s.sendErr != nil {
 		return s.sendErr

@@ -37,7 +37,8 @@ func run(ctx context.Context) int {
 	out := fs.String("out", "perf/results", "directory for the report (empty: none)")
 	baseline := fs.String("baseline", "perf/baseline.json", "baseline for -gate")
 	gate := fs.Bool("gate", false, "fail when a ratio or allocation budget regresses against -baseline")
-	prof := fs.String("pprof", "", "save CPU and heap profiles of Wingman's agent into this directory")
+	prof := fs.String("pprof", "", "save CPU and heap profiles of Wingman's agent (and the floor forwarder's CPU profile) into this directory")
+	profSecs := fs.Int("pprof-seconds", 20, "with -pprof: how long the large scenarios push, and the binary's CPU profile of those pushes lasts")
 	timeout := fs.Duration("timeout", 2*time.Minute, "bound on one scenario run")
 	verbose := fs.Bool("v", false, "log each step")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -65,7 +66,7 @@ func run(ctx context.Context) int {
 		}
 	}
 	cfg := perf.Config{Bins: bins, WorkDir: work, Runs: *runs, Short: *short, Dense: *dense, RSAKeys: *rsaKeys,
-		ScenarioTimeout: *timeout, Logger: log}
+		ScenarioTimeout: *timeout, Logger: log, ProfileSeconds: *profSecs}
 	switch *scen {
 	case "":
 	case "none": // only the dense node
