@@ -40,12 +40,31 @@ const (
 var processStart = time.Now()
 
 // resolveProxyConfig layers the ProxyConfig as Istio does (defaults, mesh file, PROXY_CONFIG,
-// the proxy.istio.io/config annotation) and extracts the settings the wiring needs.
-func resolveProxyConfig(meshConfig string, env *options.Env, log *slog.Logger) (*meshapi.ProxyConfig, proxySettings, error) {
+// the proxy.istio.io/config annotation), then changes it as Istio's ConstructProxyConfig does
+// (pilot/cmd/pilot-agent/config/config.go, identical 1.28.10 .. master) before anything reads it:
+// concurrency from ISTIO_CPU_LIMIT and the legacy --concurrency flag (applyConcurrency), and
+// statsdUdpAddress resolved to ip:port, or cleared with a warning when it does not resolve. So the
+// PROXY_CONFIG node metadata shows both as Istio's agent sends them. It returns the ProxyConfig
+// and the settings the wiring needs.
+func resolveProxyConfig(ctx context.Context, meshConfig string, env *options.Env, concurrencyFlag int,
+	log *slog.Logger) (*meshapi.ProxyConfig, proxySettings, error) {
 	pc, err := proxyconfig.Load(proxyconfig.Sources{MeshConfigFile: meshConfig,
 		ProxyConfigEnv: env.ProxyConfig, AnnotationsFile: annotationsFile, Logger: log})
 	if err != nil {
 		return nil, proxySettings{}, err
+	}
+	applyConcurrency(pc, concurrencyFlag, env.CPULimit, log)
+	if a := pc.GetStatsdUdpAddress(); a != "" {
+		resolved, err := bootstrap.ResolveStatsdAddress(ctx, a, nil, 0)
+		if ctx.Err() != nil {
+			return nil, proxySettings{}, ctx.Err()
+		}
+		pc.StatsdUdpAddress = ""
+		if err != nil {
+			log.Warn("resolve StatsdUdpAddress failed", "statsdUdpAddress", a, "error", err)
+		} else if resolved.IsValid() {
+			pc.StatsdUdpAddress = resolved.String()
+		}
 	}
 	return pc, settingsOf(pc), nil
 }
