@@ -126,8 +126,8 @@ var Compat = []CompatRow{
 	{"ISTIO_META_ENABLE_SELF_DISCOVERY", KindEnv, Same, "defines local_cluster and local_cluster_name", []string{"TestParityFeatures"}},
 	{"CLOUD_PLATFORM", KindEnv, Same, "skips platform probing; picks the platform", []string{"TestDetect"}},
 	{"GCP_METADATA", KindEnv, Same, "platform metadata on GCP", []string{"TestGCPMetadata"}},
-	{"GCP_QUOTA_PROJECT", KindEnv, Different, "parsed and not used: Istio passes it to its Stackdriver tracer configuration, which Wingman's bootstrap does not take from it", nil},
-	{"GCP_ZONE", KindEnv, Same, "platform locality on GCP", []string{"TestGCPMetadata"}},
+	{"GCP_QUOTA_PROJECT", KindEnv, Same, "gcp_quota_project in PLATFORM_METADATA, with GCP_METADATA only (pkg/bootstrap/platform/gcp.go)", []string{"TestGCPStaticMetadataAsIstio"}},
+	{"GCP_ZONE", KindEnv, Same, "gcp_zone and the zone of the locality on GCP, with GCP_METADATA only; else the zone in resolv.conf, else the metadata server's (gcp.go)", []string{"TestGCPStaticMetadataAsIstio", "TestGCPZoneAsIstio"}},
 	{"AWS_EC2_METADATA_SERVICE_ENDPOINT", KindEnv, Same, "the metadata endpoint platform detection reads on AWS (the AWS SDK's variable)", []string{"TestAWSMetadataIMDSv2"}},
 
 	// xDS proxy and gRPC.
