@@ -44,7 +44,9 @@ if [ ! -f "$fix/root-cert.pem" ]; then
 fi
 
 # Each case sets the environment (E), the agent's arguments (ARGS), the interface addresses of its
-# network namespace (ADDRS), and may write files into the layout ($layout) in a function FILES.
+# network namespace (ADDRS), may give the search line of a resolv.conf bound over /etc/resolv.conf
+# in the run's mount namespace (RESOLV_CONF), and may write files into the layout ($layout) in a
+# function FILES.
 base_env() {
 	E=(
 		POD_NAME=productpage-v1-6b7f6dc9c8-abcde POD_NAMESPACE=bookinfo SERVICE_ACCOUNT=bookinfo-productpage
@@ -59,6 +61,7 @@ base_env() {
 	ARGS=(proxy sidecar --domain bookinfo.svc.cluster.local)
 	ADDRS=(10.1.2.3/24)
 	PC_EXTRA=''
+	RESOLV_CONF=''
 	FILES() { :; }
 }
 
@@ -124,15 +127,31 @@ case_gcp_metadata_zone() {
 case_gcp_zone_only() {
 	E+=(CLOUD_PLATFORM=gcp GCP_ZONE=us-central1-f)
 }
+case_gcp_resolv_conf_zone() {
+	E+=(CLOUD_PLATFORM=gcp GCP_ZONE=us-central1-f)
+	RESOLV_CONF='search bookinfo.svc.cluster.local svc.cluster.local cluster.local us-west1-b.c.test-proj.internal c.test-proj.internal google.internal'
+}
+case_statsd_localhost() {
+	PC_EXTRA='"statsdUdpAddress":"localhost:8125",'
+}
+case_sts_outlier_datadog() {
+	ARGS+=(--stsPort 15463 --outlierLogPath /dev/stdout)
+	PC_EXTRA='"tracing":{"datadog":{"address":"$(HOST_IP):8126"}},'
+}
+case_sotw_self_discovery_secure_metrics() {
+	E+=(ISTIO_DELTA_XDS=false ISTIO_META_ENABLE_SELF_DISCOVERY=true ENVOY_SECURE_METRICS_PORT=15091
+		ENVOY_SECURE_MERGED_METRICS_PORT=15092 ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL=true)
+}
 
 all_cases=(sidecar_ipv4 sidecar_ipv6 dual_stack dual_stack_ipv6_first router locality_no_labels_file
 	locality_labels_file proxy_metadata tracing_zipkin_tls metrics_service_tls stats_concurrency_drain
-	statsd_unresolvable annotations_file gcp_metadata_zone gcp_zone_only)
+	statsd_unresolvable statsd_localhost annotations_file gcp_metadata_zone gcp_zone_only gcp_resolv_conf_zone
+	sts_outlier_datadog sotw_self_discovery_secure_metrics)
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=("${all_cases[@]}")
 
-# run AGENT NAME CASE_DIR: runs the agent as PID 1 of its own network and PID namespaces (as in a
-# pod), in a fresh layout, until the fake envoy has copied the bootstrap (at most 30 s); killing
+# run AGENT NAME CASE_DIR: runs the agent as PID 1 of its own network, mount and PID namespaces (as
+# in a pod), in a fresh layout, until the fake envoy has copied the bootstrap (at most 30 s); killing
 # unshare then kills the agent and with it every process of its PID namespace.
 run() {
 	local agent=$1 name=$2 dir=$3 layout
@@ -159,9 +178,13 @@ EOF
 	for a in "${ADDRS[@]}"; do
 		case $a in *:*) setup+="; ip -6 addr add $a dev eth0 nodad" ;; *) setup+="; ip addr add $a dev eth0" ;; esac
 	done
+	if [ -n "$RESOLV_CONF" ]; then
+		printf 'nameserver 10.0.0.10\n%s\noptions ndots:5\n' "$RESOLV_CONF" >"$layout/resolv.conf"
+		setup+="; mount --bind $layout/resolv.conf /etc/resolv.conf"
+	fi
 	rm -f "$dir/$name.raw" "$dir/$name.args"
 	(cd "$layout" && exec env -i PATH=/usr/bin:/bin HOME=/tmp "${E[@]}" "PROXY_CONFIG=$pc" \
-		unshare -n -p -f --kill-child sh -c "$setup; exec \"\$0\" \"\$@\"" "$agent" "${ARGS[@]}") \
+		unshare -n -m -p -f --kill-child sh -c "$setup; exec \"\$0\" \"\$@\"" "$agent" "${ARGS[@]}") \
 		>"$dir/$name.log" 2>&1 &
 	local pid=$! i
 	for i in $(seq 300); do
