@@ -142,11 +142,40 @@ case_sotw_self_discovery_secure_metrics() {
 	E+=(ISTIO_DELTA_XDS=false ISTIO_META_ENABLE_SELF_DISCOVERY=true ENVOY_SECURE_METRICS_PORT=15091
 		ENVOY_SECURE_MERGED_METRICS_PORT=15092 ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL=true)
 }
+case_mesh_file_and_annotation() {
+	FILES() {
+		mkdir -p etc/istio/config etc/istio/pod
+		printf '%s\n' 'defaultConfig:' '  tracing:' '    sampling: 3' '    zipkin:' '      address: zipkin.mesh:9411' \
+			'  proxyMetadata:' '    ISTIO_META_FROM_MESH: "yes"' '  holdApplicationUntilProxyStarts: true' >etc/istio/config/mesh
+		printf '%s\n' 'proxy.istio.io/config="{\"tracing\":{\"sampling\":7},\"proxyStatsMatcher\":{\"inclusionSuffixes\":[\"upstream_rq_retry\"]}}"' \
+			'sidecar.istio.io/statsInclusionRegexps="http.*"' >etc/istio/pod/annotations
+	}
+}
+case_dns_capture() {
+	E+=(ISTIO_META_DNS_CAPTURE=true ISTIO_META_DNS_AUTO_ALLOCATE=true)
+}
+case_tracers() {
+	E+=('GCP_METADATA=my-project|123456789|prod-cluster|us-central1-c')
+	PC_EXTRA='"tracing":{"stackdriver":{"debug":true,"maxNumberOfAttributes":50},"sampling":1},'
+}
+case_opencensus_lightstep() {
+	PC_EXTRA='"tracing":{"openCensusAgent":{"address":"oc.monitoring:55678","context":["W3C_TRACE_CONTEXT","B3"]}},'
+}
+case_bootstrap_override_misc_env() {
+	E+=(ISTIO_BOOTSTRAP_OVERRIDE=./etc/istio/custom/override.json EXIT_ON_ZERO_ACTIVE_CONNECTIONS=true
+		ISTIO_META_ISTIO_VERSION=1.99.0 HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED=false ISTIO_META_REQUESTED_NETWORK_VIEW=net1,net2
+		ISTIO_META_NETWORK=net1 ENVOY_STATUS_PORT=15031 ENVOY_PROMETHEUS_PORT=15099)
+	FILES() {
+		mkdir -p etc/istio/custom
+		echo '{"layered_runtime":{"layers":[{"name":"extra","static_layer":{"overload.global_downstream_max_connections":1234}}]},"stats_config":{"use_all_default_tags":true}}' >etc/istio/custom/override.json
+	}
+}
 
 all_cases=(sidecar_ipv4 sidecar_ipv6 dual_stack dual_stack_ipv6_first router locality_no_labels_file
 	locality_labels_file proxy_metadata tracing_zipkin_tls metrics_service_tls stats_concurrency_drain
 	statsd_unresolvable statsd_localhost annotations_file gcp_metadata_zone gcp_zone_only gcp_resolv_conf_zone
-	sts_outlier_datadog sotw_self_discovery_secure_metrics)
+	sts_outlier_datadog sotw_self_discovery_secure_metrics mesh_file_and_annotation dns_capture tracers
+	opencensus_lightstep bootstrap_override_misc_env)
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=("${all_cases[@]}")
 
