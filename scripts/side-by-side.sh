@@ -170,12 +170,37 @@ case_bootstrap_override_misc_env() {
 		echo '{"layered_runtime":{"layers":[{"name":"extra","static_layer":{"overload.global_downstream_max_connections":1234}}]},"stats_config":{"use_all_default_tags":true}}' >etc/istio/custom/override.json
 	}
 }
+case_proxyconfig_kitchen_sink() {
+	PC_EXTRA='"runtimeValues":{"re2.max_program_size.error_level":"4096"},"extraStatTags":["app_tag"],"statNameLength":120,"gatewayTopology":{"numTrustedProxies":2},"holdApplicationUntilProxyStarts":true,"proxyHeaders":{"forwardedClientCert":"SANITIZE","server":{"disabled":true},"requestId":{"disabled":true}},"readinessProbe":{"httpGet":{"path":"/healthz/ready","port":15021}},"concurrency":0,'
+	FILES() {
+		mkdir -p etc/istio/pod
+		printf '%s\n' 'proxy.istio.io/config="proxyHeaders:\n  server:\n    value: mine\n  attemptCount:\n    disabled: true\n"' >etc/istio/pod/annotations
+	}
+}
+case_istio_mutual_services() {
+	PC_EXTRA='"tracing":{"zipkin":{"address":"zipkin.istio-system:9411"},"tlsSettings":{"mode":"ISTIO_MUTUAL","sni":"zipkin"}},"envoyAccessLogService":{"address":"als.monitoring:15000","tlsSettings":{"mode":"ISTIO_MUTUAL"}},"envoyMetricsService":{"address":"ems.monitoring:15000","tlsSettings":{"mode":"SIMPLE","caCertificates":"/etc/ems/ca.pem","subjectAltNames":["ems.example"]}},'
+}
+case_template_file_flag() {
+	ARGS+=(--templateFile ./etc/istio/custom/bootstrap.tmpl.json)
+	FILES() {
+		mkdir -p etc/istio/custom
+		cat >etc/istio/custom/bootstrap.tmpl.json <<'TMPL'
+{"node": {"id": "{{ .nodeID }}", "cluster": "{{ .cluster }}", "locality": {{ .region | toJson }},
+ "metadata": {{ .meta_json_str }}},
+ "admin": {"address": {"socket_address": {"address": "{{ .localhost }}", "port_value": {{ .config.ProxyAdminPort }}}}},
+ "stats_config": {"stats_tags": [{"tag_name": "x", "regex": "{{ .wildcard }}"}]},
+ "static_resources": {"clusters": [{"name": "xds-grpc", "type": "STATIC", "load_assignment": {"cluster_name": "xds-grpc",
+   "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"pipe": {"path": "{{ .config.ConfigPath }}/XDS"}}}}]}]}}]},
+ "cm": "{{ .config.Concurrency }}", "dd": "{{ .config.DrainDuration }}", "sd": "{{ .config.StatsdUdpAddress }}", "ps": "{{ .pod_name }}"}
+TMPL
+	}
+}
 
 all_cases=(sidecar_ipv4 sidecar_ipv6 dual_stack dual_stack_ipv6_first router locality_no_labels_file
 	locality_labels_file proxy_metadata tracing_zipkin_tls metrics_service_tls stats_concurrency_drain
 	statsd_unresolvable statsd_localhost annotations_file gcp_metadata_zone gcp_zone_only gcp_resolv_conf_zone
 	sts_outlier_datadog sotw_self_discovery_secure_metrics mesh_file_and_annotation dns_capture tracers
-	opencensus_lightstep bootstrap_override_misc_env)
+	opencensus_lightstep bootstrap_override_misc_env proxyconfig_kitchen_sink istio_mutual_services template_file_flag)
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=("${all_cases[@]}")
 

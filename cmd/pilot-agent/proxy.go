@@ -226,7 +226,7 @@ func resolveAgent(ctx context.Context, shutdown context.CancelFunc, pf *proxyFla
 			Domain: pf.domain, ExcludeInterfaces: excludedInterfaces(log),
 		})
 	})
-	pc, settings, err := resolveProxyConfig(ctx, pf.meshConfig, env, pf.concurrency, log)
+	pc, settings, err := resolveProxyConfig(ctx, pf, env, log)
 	if err == nil {
 		if settings.ServiceCluster == "" {
 			settings.ServiceCluster = pf.serviceCluster

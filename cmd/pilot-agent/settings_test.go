@@ -64,7 +64,7 @@ func TestProxyConfigAsIstioConstructs(t *testing.T) {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		pc, s, err := resolveProxyConfig(t.Context(), "absent-mesh", env, 0, slog.New(slog.NewTextHandler(&buf, nil)))
+		pc, s, err := resolveProxyConfig(t.Context(), &proxyFlags{meshConfig: "absent-mesh"}, env, slog.New(slog.NewTextHandler(&buf, nil)))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.statsd, err)
 		}
@@ -73,6 +73,27 @@ func TestProxyConfigAsIstioConstructs(t *testing.T) {
 		}
 		if pc.GetConcurrency().GetValue() != 3 || s.Concurrency != 3 {
 			t.Errorf("%s: concurrency %v / %d, want 3 from ISTIO_CPU_LIMIT", tc.statsd, pc.GetConcurrency(), s.Concurrency)
+		}
+	}
+}
+
+// TestTemplateFileIntoProxyConfig: Istio's proxy command (pilot/cmd/pilot-agent/app/cmd.go, every
+// tag) writes --templateFile into the ProxyConfig's proxyBootstrapTemplatePath, so PROXY_CONFIG
+// carries it, unless customConfigFile is set (found side by side: bootstrap/SIDE_BY_SIDE.md).
+func TestTemplateFileIntoProxyConfig(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, tc := range []struct{ proxyConfig, want string }{
+		{`{}`, "./custom.tmpl.json"},
+		{`{"proxyBootstrapTemplatePath": "/etc/pc.tmpl.json"}`, "./custom.tmpl.json"},
+		{`{"customConfigFile": "/etc/envoy.json", "proxyBootstrapTemplatePath": "/etc/pc.tmpl.json"}`, "/etc/pc.tmpl.json"},
+	} {
+		env, err := options.Parse([]string{"PROXY_CONFIG=" + tc.proxyConfig})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, _, err := resolveProxyConfig(t.Context(), &proxyFlags{meshConfig: "absent-mesh", templateFile: "./custom.tmpl.json"}, env, slog.New(slog.DiscardHandler))
+		if err != nil || pc.GetProxyBootstrapTemplatePath() != tc.want {
+			t.Errorf("%s: proxyBootstrapTemplatePath %q (%v), want %q", tc.proxyConfig, pc.GetProxyBootstrapTemplatePath(), err, tc.want)
 		}
 	}
 }
