@@ -103,7 +103,8 @@ type Config struct {
 	KeepFragmentInPath bool
 
 	// Resolver resolves a statsd host name (Envoy wants an IP); nil uses net.DefaultResolver,
-	// bounded by ResolveTimeout [5s].
+	// bounded by ResolveTimeout [15s, as Istio]. A name that does not resolve leaves statsd out,
+	// with a warning (ResolveStatsdAddress).
 	Resolver       Resolver
 	ResolveTimeout time.Duration
 

@@ -251,7 +251,9 @@ func (st *state) templateParams(ctx context.Context) (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		p["statsd"] = addressJSON(sa)
+		if sa != nil {
+			p["statsd"] = addressJSON(sa)
+		}
 	}
 	// getProxyConfigOptions: a service's address, TLS and keepalive each set when given.
 	for _, svc := range []struct {

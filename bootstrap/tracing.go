@@ -2,11 +2,11 @@ package bootstrap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
@@ -240,6 +240,9 @@ func (st *state) statsSinks(ctx context.Context) ([]TypedExtension, []Cluster, e
 		if err != nil {
 			return nil, nil, err
 		}
+		if sa == nil {
+			return sinks, clusters, nil
+		}
 		sinks = append(sinks, TypedExtension{Name: "envoy.stat_sinks.statsd", TypedConfig: map[string]any{
 			"@type": typeStatsd, "address": map[string]any{"socket_address": sa},
 		}})
@@ -248,8 +251,10 @@ func (st *state) statsSinks(ctx context.Context) ([]TypedExtension, []Cluster, e
 }
 
 // statsdAddress is statsdUdpAddress with its host resolved to an IP: Envoy's statsd sink takes
-// only an IP, and Istio's agent resolves the name at start. The lookup ends with ctx or after
-// Config.ResolveTimeout, whichever is first.
+// only an IP. cmd resolves it once at start as Istio's agent does (ResolveStatsdAddress), so an
+// address arriving here is normally an IP already. A name that does not resolve is Istio's
+// behaviour too: a warning, and no statsd sink (nil, nil); only the caller's context ending is an
+// error. The lookup ends with ctx or after Config.ResolveTimeout [15s], whichever is first.
 func (st *state) statsdAddress(ctx context.Context) (*SocketAddress, error) {
 	sa, err := st.hostPort("statsdUdpAddress", st.pc.GetStatsdUdpAddress())
 	if err != nil {
@@ -258,28 +263,57 @@ func (st *state) statsdAddress(ctx context.Context) (*SocketAddress, error) {
 	if _, err := netip.ParseAddr(sa.Address); err == nil {
 		return sa, nil
 	}
-	r := st.cfg.Resolver
+	resolved, err := ResolveStatsdAddress(ctx, net.JoinHostPort(sa.Address, strconv.Itoa(int(sa.PortValue))), st.cfg.Resolver, st.cfg.ResolveTimeout)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("bootstrap: ProxyConfig field statsdUdpAddress %q: %w", st.pc.GetStatsdUdpAddress(), ctx.Err())
+	}
+	if err != nil || !resolved.IsValid() {
+		st.logger().Warn("resolve StatsdUdpAddress failed; no statsd sink", "statsdUdpAddress", st.pc.GetStatsdUdpAddress(), "error", err)
+		return nil, nil
+	}
+	return &SocketAddress{Address: resolved.Addr().String(), PortValue: uint32(resolved.Port())}, nil
+}
+
+// DefaultStatsdResolveTimeout bounds the statsd host lookup as Istio's ResolveAddr does (15 s,
+// pilot/pkg/util/network/ip.go, 1.28.10 .. master).
+const DefaultStatsdResolveTimeout = 15 * time.Second
+
+// ResolveStatsdAddress resolves a statsdUdpAddress ("host:port") as Istio's agent does at start
+// (pilot/cmd/pilot-agent/config/config.go calling pilot/pkg/util/network ResolveAddr, identical
+// 1.28.10 .. master): one lookup of either family bounded by timeout [15s], the first IPv4
+// address, else the last address returned. The zero AddrPort with a nil error is a port that
+// does not parse, which Istio also turns into no address. On an error Istio's agent logs a
+// warning and runs without statsd; the caller does the same.
+func ResolveStatsdAddress(ctx context.Context, addr string, r Resolver, timeout time.Duration) (netip.AddrPort, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
 	if r == nil {
 		r = net.DefaultResolver
 	}
-	timeout := st.cfg.ResolveTimeout
 	if timeout <= 0 {
-		timeout = 5 * time.Second
+		timeout = DefaultStatsdResolveTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	network := "ip4"
-	if st.localhost == "::1" {
-		network = "ip"
-	}
-	ips, err := r.LookupNetIP(ctx, network, sa.Address)
+	ips, err := r.LookupNetIP(ctx, "ip", host)
 	if err != nil || len(ips) == 0 {
-		if err == nil {
-			err = errors.New("no addresses")
-		}
-		return nil, fmt.Errorf("bootstrap: ProxyConfig field statsdUdpAddress %q: cannot resolve host %q: %w", st.pc.GetStatsdUdpAddress(), sa.Address, err)
+		return netip.AddrPort{}, fmt.Errorf("lookup failed for IP address: %v", err)
 	}
-	return &SocketAddress{Address: ips[0].Unmap().String(), PortValue: sa.PortValue}, nil
+	var out netip.AddrPort
+	for _, ip := range ips {
+		ip = ip.Unmap()
+		p, err := strconv.ParseUint(port, 10, 16)
+		if !ip.IsValid() || err != nil {
+			continue
+		}
+		out = netip.AddrPortFrom(ip, uint16(p))
+		if ip.Is4() {
+			break
+		}
+	}
+	return out, nil
 }
 
 // WriteLightstepToken writes the Lightstep access token where the rendered bootstrap tells Envoy

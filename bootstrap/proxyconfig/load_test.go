@@ -70,13 +70,41 @@ defaultConfig:
 			t.Errorf("proxyMetadata[%s] = %q, want %q (all %v)", k, pc.GetProxyMetadata()[k], v, pc.GetProxyMetadata())
 		}
 	}
-	// Nested messages merge field by field: sampling from env, zipkin from mesh.
-	if pc.GetTracing().GetSampling() != 50 || pc.GetTracing().GetZipkin().GetAddress() != "zipkin.mesh:9411" {
-		t.Errorf("tracing = %v", pc.GetTracing())
+	// A field a layer sets replaces the one below whole, nested messages included: tracing is
+	// PROXY_CONFIG's {sampling: 50}, the mesh file's zipkin gone. Istio's MergeProxyConfig
+	// (pkg/config/mesh/mesh.go) applies the layer with golang/protobuf v1.5.4's jsonpb, whose
+	// unmarshalMessage sets each present field from a new value (decode.go, m.NewField then
+	// m.Set; wrapJSONUnmarshalV2 is false); Istio's agent at 1.28.10 .. master gave exactly this
+	// side by side (bootstrap/SIDE_BY_SIDE.md, mesh_file_and_annotation).
+	if pc.GetTracing().GetSampling() != 50 || pc.GetTracing().GetTracer() != nil {
+		t.Errorf("tracing = %v, want PROXY_CONFIG's whole", pc.GetTracing())
 	}
 	// Untouched defaults survive.
 	if pc.GetProxyAdminPort() != 15000 {
 		t.Errorf("proxyAdminPort = %d", pc.GetProxyAdminPort())
+	}
+}
+
+// TestProxyHeadersCorrected: Istio's correctProxyHeaders (pkg/config/mesh/mesh.go, identical
+// 1.28.10 .. master): a layer's proxyHeaders replaces the one below, but forwardedClientCert,
+// requestId, attemptCount, server and envoyDebugHeaders it leaves unset keep the value below;
+// any other field (here preserveHttp1HeaderCase) does not.
+func TestProxyHeadersCorrected(t *testing.T) {
+	pc, err := LoadProxyConfig("", `{"proxyHeaders": {"forwardedClientCert": "SANITIZE", "server": {"disabled": true},
+		"requestId": {"disabled": true}, "attemptCount": {"disabled": true}, "envoyDebugHeaders": {"disabled": true},
+		"preserveHttp1HeaderCase": true}}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyLayer(pc, []byte(`proxyHeaders: {server: {value: "mine"}}`), "test", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	ph := pc.GetProxyHeaders()
+	if ph.GetServer().GetValue() != "mine" || ph.GetServer().GetDisabled().GetValue() ||
+		ph.GetForwardedClientCert().String() != "SANITIZE" || !ph.GetRequestId().GetDisabled().GetValue() ||
+		!ph.GetAttemptCount().GetDisabled().GetValue() || !ph.GetEnvoyDebugHeaders().GetDisabled().GetValue() ||
+		ph.GetPreserveHttp1HeaderCase() != nil {
+		t.Errorf("proxyHeaders = %v", ph)
 	}
 }
 

@@ -39,7 +39,7 @@ func runBootstrap(ctx context.Context, args, environ []string, sio stdio) int {
 		return usageError(sio, "pilot-agent bootstrap", err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	pc, settings, err := resolveProxyConfig(pf.meshConfig, env, log)
+	pc, settings, err := resolveProxyConfig(ctx, pf, env, log)
 	if err != nil {
 		return usageError(sio, "pilot-agent bootstrap", err)
 	}

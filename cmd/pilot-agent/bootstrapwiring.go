@@ -58,5 +58,5 @@ func credentialSocketHealthy(path string) bool {
 // (GCE_METADATA_HOST, AWS_EC2_METADATA_SERVICE_ENDPOINT).
 func platformConfig(env *options.Env) platform.Config {
 	return platform.Config{CloudPlatform: env.CloudPlatform, GCPMetadata: env.GCPMetadata,
-		GCPZone: env.GCPZone, GCEMetadataHost: env.GCEMetadataHost, AWSMetadataURL: env.AWSMetadataEndpoint}
+		GCPQuotaProject: env.GCPQuotaProject, GCPZone: env.GCPZone, ResolvConf: resolvConfPath, GCEMetadataHost: env.GCEMetadataHost, AWSMetadataURL: env.AWSMetadataEndpoint}
 }

@@ -243,12 +243,11 @@ func resolveAgent(ctx context.Context, shutdown context.CancelFunc, pf *proxyFla
 			Domain: pf.domain, ExcludeInterfaces: excludedInterfaces(log),
 		})
 	})
-	pc, settings, err := resolveProxyConfig(pf.meshConfig, env, log)
+	pc, settings, err := resolveProxyConfig(ctx, pf, env, log)
 	if err == nil {
 		if settings.ServiceCluster == "" {
 			settings.ServiceCluster = pf.serviceCluster
 		}
-		applyConcurrency(&settings, pf.concurrency, env.CPULimit, log.Warn)
 		log.Info("effective proxy config", "settings", settings)
 		err = preflight(settings, env)
 	}

@@ -109,7 +109,7 @@ func TestCustomConfigFileUsedAsIs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pc, settings, err := resolveProxyConfig("absent-mesh", env, slog.New(slog.DiscardHandler))
+		pc, settings, err := resolveProxyConfig(t.Context(), &proxyFlags{meshConfig: "absent-mesh"}, env, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

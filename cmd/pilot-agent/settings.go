@@ -1,7 +1,11 @@
 package main
 
 import (
+	"log/slog"
 	"time"
+
+	"github.com/wingman-mesh/wingman/meshconfig/meshapi"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // proxySettings is the part of the effective ProxyConfig that the CLI wiring itself needs (the
@@ -32,14 +36,16 @@ func defaultSettings() proxySettings {
 	}
 }
 
-// applyConcurrency applies Istio's rules: ISTIO_CPU_LIMIT when ProxyConfig sets none, and the
-// legacy --concurrency flag over both.
-func applyConcurrency(s *proxySettings, flag, cpuLimit int, log func(msg string, args ...any)) {
-	if !s.ConcurrencySet && cpuLimit > 0 {
-		s.Concurrency = cpuLimit
+// applyConcurrency applies Istio's rules to the ProxyConfig itself (pilot-agent config.go,
+// 1.28.10 .. master): ISTIO_CPU_LIMIT when ProxyConfig sets no concurrency, and the legacy
+// --concurrency flag over both.
+func applyConcurrency(pc *meshapi.ProxyConfig, flag, cpuLimit int, log *slog.Logger) {
+	if pc.GetConcurrency() == nil && cpuLimit > 0 {
+		log.Info("cpu limit detected, setting concurrency", "concurrency", cpuLimit)
+		pc.Concurrency = wrapperspb.Int32(int32(cpuLimit))
 	}
 	if flag != 0 {
-		log("legacy --concurrency flag overrides ProxyConfig concurrency", "concurrency", flag)
-		s.Concurrency = flag
+		log.Warn("legacy --concurrency flag overrides ProxyConfig concurrency", "concurrency", flag)
+		pc.Concurrency = wrapperspb.Int32(int32(flag))
 	}
 }

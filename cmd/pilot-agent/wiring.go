@@ -40,12 +40,36 @@ const (
 var processStart = time.Now()
 
 // resolveProxyConfig layers the ProxyConfig as Istio does (defaults, mesh file, PROXY_CONFIG,
-// the proxy.istio.io/config annotation) and extracts the settings the wiring needs.
-func resolveProxyConfig(meshConfig string, env *options.Env, log *slog.Logger) (*meshapi.ProxyConfig, proxySettings, error) {
-	pc, err := proxyconfig.Load(proxyconfig.Sources{MeshConfigFile: meshConfig,
+// the proxy.istio.io/config annotation), then changes it as Istio's ConstructProxyConfig does
+// (pilot/cmd/pilot-agent/config/config.go, identical 1.28.10 .. master) before anything reads it:
+// concurrency from ISTIO_CPU_LIMIT and the legacy --concurrency flag (applyConcurrency), and
+// statsdUdpAddress resolved to ip:port, or cleared with a warning when it does not resolve. So the
+// PROXY_CONFIG node metadata shows both as Istio's agent sends them; and, as the proxy command
+// of pilot/cmd/pilot-agent/app/cmd.go then does (every tag), --templateFile becomes the
+// ProxyConfig's proxyBootstrapTemplatePath unless customConfigFile is set. It returns the
+// ProxyConfig and the settings the wiring needs.
+func resolveProxyConfig(ctx context.Context, pf *proxyFlags, env *options.Env,
+	log *slog.Logger) (*meshapi.ProxyConfig, proxySettings, error) {
+	pc, err := proxyconfig.Load(proxyconfig.Sources{MeshConfigFile: pf.meshConfig,
 		ProxyConfigEnv: env.ProxyConfig, AnnotationsFile: annotationsFile, Logger: log})
 	if err != nil {
 		return nil, proxySettings{}, err
+	}
+	applyConcurrency(pc, pf.concurrency, env.CPULimit, log)
+	if a := pc.GetStatsdUdpAddress(); a != "" {
+		resolved, err := bootstrap.ResolveStatsdAddress(ctx, a, nil, 0)
+		if ctx.Err() != nil {
+			return nil, proxySettings{}, ctx.Err()
+		}
+		pc.StatsdUdpAddress = ""
+		if err != nil {
+			log.Warn("resolve StatsdUdpAddress failed", "statsdUdpAddress", a, "error", err)
+		} else if resolved.IsValid() {
+			pc.StatsdUdpAddress = resolved.String()
+		}
+	}
+	if pf.templateFile != "" && pc.GetCustomConfigFile() == "" {
+		pc.ProxyBootstrapTemplatePath = pf.templateFile
 	}
 	return pc, settingsOf(pc), nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 )
@@ -28,6 +30,8 @@ const (
 	GCEInstanceID        = "gcp_gce_instance_id"
 	GCEInstanceTemplate  = "gcp_gce_instance_template"
 	GCEInstanceCreatedBy = "gcp_gce_instance_created_by"
+	GCPQuotaProject      = "gcp_quota_project"
+	GCPZone              = "gcp_zone"
 	AWSRegion            = "aws_region"
 	AWSAvailabilityZone  = "aws_availability_zone"
 	AWSInstanceID        = "aws_instance_id"
@@ -72,68 +76,130 @@ func get(ctx context.Context, c *http.Client, method, url string, header map[str
 	return strings.TrimSpace(string(b))
 }
 
-// gcpFacts reads the GCE metadata server (header Metadata-Flavor: Google), all paths at once.
-// GCP_METADATA (project|number|cluster|location) wins over the server for its four keys.
+// gcpFacts follows Istio's gcpEnv (pkg/bootstrap/platform/gcp.go, identical 1.28.10 .. master).
+// Metadata: GCP_METADATA (project|number|cluster|location), when it gives anything, is the whole
+// of it, with gcp_quota_project from GCP_QUOTA_PROJECT, gcp_gke_cluster_url and gcp_zone from
+// GCP_ZONE (GCPStaticMetadata), and the metadata server is not asked; otherwise the server's
+// values, all paths at once (header Metadata-Flavor: Google), gcp_location being the cluster
+// location, else the instance's zone. Locality: the zone is GCP_ZONE only together with
+// GCP_METADATA, else the one in resolv.conf's search line, else the metadata server's; the region
+// is the zone without its last "-" part, and an unexpected zone gives no locality (zoneToRegion).
 func gcpFacts(ctx context.Context, c *http.Client, cfg Config) (map[string]string, string) {
 	host := cfg.GCEMetadataHost
 	if host == "" {
 		host = "metadata.google.internal"
 	}
 	base := "http://" + host + "/computeMetadata/v1/"
-	paths := map[string]string{
-		GCPProject:           "project/project-id",
-		GCPProjectNumber:     "project/numeric-project-id",
-		GCPCluster:           "instance/attributes/cluster-name",
-		GCPLocation:          "instance/attributes/cluster-location",
-		GCEInstance:          "instance/name",
-		GCEInstanceID:        "instance/id",
-		GCEInstanceTemplate:  "instance/attributes/instance-template",
-		GCEInstanceCreatedBy: "instance/attributes/created-by",
-		"zone":               "instance/zone",
+	flavor := map[string]string{"Metadata-Flavor": "Google"}
+	md := gcpStatic(cfg)
+	zone := md[GCPZone]
+	if zone == "" {
+		zone = zoneFromResolvConf(cfg.resolvConf())
 	}
-	got := fetchAll(ctx, c, base, paths, map[string]string{"Metadata-Flavor": "Google"})
-	rawZone := got["zone"]
-	if cfg.GCPZone != "" {
-		rawZone = cfg.GCPZone
-	}
-	zone, locality := gcpZone(rawZone)
-	delete(got, "zone")
-	if got[GCPLocation] == "" && zone != "" {
-		got[GCPLocation] = zone // Istio: the cluster location, else the instance's zone
-	}
-	if parts := strings.Split(cfg.GCPMetadata, "|"); len(parts) == 4 {
-		for i, k := range []string{GCPProject, GCPProjectNumber, GCPCluster, GCPLocation} {
-			if parts[i] != "" {
-				got[k] = parts[i]
+	if len(md) == 0 {
+		md = fetchAll(ctx, c, base, map[string]string{
+			GCPProject:           "project/project-id",
+			GCPProjectNumber:     "project/numeric-project-id",
+			GCPCluster:           "instance/attributes/cluster-name",
+			GCPLocation:          "instance/attributes/cluster-location",
+			GCEInstance:          "instance/name",
+			GCEInstanceID:        "instance/id",
+			GCEInstanceTemplate:  "instance/attributes/instance-template",
+			GCEInstanceCreatedBy: "instance/attributes/created-by",
+			"zone":               "instance/zone",
+		}, flavor)
+		serverZone := lastPathElem(md["zone"])
+		delete(md, "zone")
+		if md[GCPLocation] == "" {
+			md[GCPLocation] = serverZone // Istio's clusterLocationFn: the cluster location, else the zone
+		}
+		if zone == "" {
+			zone = serverZone
+		}
+		for k, v := range md {
+			if v == "" {
+				delete(md, k)
 			}
 		}
+		addClusterURL(md)
+	} else if zone == "" {
+		zone = lastPathElem(get(ctx, c, http.MethodGet, base+"instance/zone", flavor))
 	}
-	for k, v := range got {
-		if v == "" {
-			delete(got, k)
-		}
+	if len(md) == 0 {
+		md = nil
 	}
-	if got[GCPProject] != "" && got[GCPLocation] != "" && got[GCPCluster] != "" {
-		got[GCPClusterURL] = fmt.Sprintf("https://container.googleapis.com/v1/projects/%s/locations/%s/clusters/%s",
-			got[GCPProject], got[GCPLocation], got[GCPCluster])
-	}
-	if len(got) == 0 {
-		got = nil
-	}
-	return got, locality
+	return md, gcpLocality(zone)
 }
 
-// gcpZone reads the metadata server's instance/zone ("projects/<number>/zones/<zone>") into the
-// zone and the region/zone locality (zones are <region>-<suffix>).
-func gcpZone(raw string) (zone, locality string) {
-	zone = raw
-	if i := strings.LastIndexByte(zone, '/'); i >= 0 {
-		zone = zone[i+1:]
+// gcpStatic is Istio's GCPStaticMetadata: nothing without GCP_METADATA; with it, its four fields
+// when it has exactly four, the quota project, the cluster URL and GCP_ZONE as gcp_zone.
+func gcpStatic(cfg Config) map[string]string {
+	if cfg.GCPMetadata == "" {
+		return nil
 	}
-	if i := strings.LastIndexByte(zone, '-'); i > 0 {
-		locality = zone[:i] + "/" + zone
+	md := map[string]string{}
+	if parts := strings.Split(cfg.GCPMetadata, "|"); len(parts) == 4 {
+		for i, k := range []string{GCPProject, GCPProjectNumber, GCPCluster, GCPLocation} {
+			md[k] = parts[i]
+		}
 	}
-	return zone, locality
+	if cfg.GCPQuotaProject != "" {
+		md[GCPQuotaProject] = cfg.GCPQuotaProject
+	}
+	addClusterURL(md)
+	if cfg.GCPZone != "" {
+		md[GCPZone] = cfg.GCPZone
+	}
+	return md
+}
+
+// addClusterURL adds gcp_gke_cluster_url when the project, location and cluster are all known
+// (Istio's constructGKEClusterURL asks only that the keys be present).
+func addClusterURL(md map[string]string) {
+	p, okP := md[GCPProject]
+	l, okL := md[GCPLocation]
+	n, okN := md[GCPCluster]
+	if okP && okL && okN {
+		md[GCPClusterURL] = fmt.Sprintf("https://container.googleapis.com/v1/projects/%s/locations/%s/clusters/%s", p, l, n)
+	}
+}
+
+// zoneInResolvConf is the zone in a GKE pod's resolv.conf search line
+// ("search ns.svc.cluster.local ... us-central1-f.c.my-proj.internal c.my-proj.internal
+// google.internal"), as Istio's zoneInResolvRE reads it.
+var zoneInResolvConf = regexp.MustCompile(`^search.* ([^-]+-[^-]+-[^-]+)\.c\.[^.]+\.internal`)
+
+// zoneFromResolvConf returns the zone in the file's search line, or "" (unreadable, none).
+func zoneFromResolvConf(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if m := zoneInResolvConf.FindStringSubmatch(l); len(m) == 2 {
+			return m[1]
+		}
+	}
+	return ""
+}
+
+// lastPathElem is the metadata server's instance/zone ("projects/<number>/zones/<zone>") reduced
+// to the zone, as the metadata client's Zone does.
+func lastPathElem(s string) string {
+	return s[strings.LastIndexByte(s, '/')+1:]
+}
+
+// zoneRegion is Istio's zoneRE: zones are <country>-<region>-<zone>.
+var zoneRegion = regexp.MustCompile(`^([^-]+-[^-]+)-[^-]+$`)
+
+// gcpLocality is the region/zone locality of a zone, or "" when the zone is not of that form
+// (Istio then leaves the locality empty).
+func gcpLocality(zone string) string {
+	m := zoneRegion.FindStringSubmatch(zone)
+	if len(m) != 2 {
+		return ""
+	}
+	return m[1] + "/" + zone
 }
 
 // awsFacts reads the EC2 instance metadata service: an IMDSv2 session token first (PUT

@@ -36,11 +36,20 @@ type Config struct {
 
 	// Metadata servers (metadata.go). MetadataTimeout bounds all their requests together [1s].
 	GCEMetadataHost string // GCE_METADATA_HOST: host[:port] of the GCE metadata server [metadata.google.internal]
-	GCPMetadata     string // GCP_METADATA: PROJECT_ID|PROJECT_NUMBER|CLUSTER_NAME|CLUSTER_LOCATION, wins over the server
-	GCPZone         string // GCP_ZONE: the zone (and so the locality), wins over the server
+	GCPMetadata     string // GCP_METADATA: PROJECT_ID|PROJECT_NUMBER|CLUSTER_NAME|CLUSTER_LOCATION; when set, the server is not asked
+	GCPQuotaProject string // GCP_QUOTA_PROJECT: gcp_quota_project, with GCP_METADATA only
+	GCPZone         string // GCP_ZONE: the zone (and so the locality), with GCP_METADATA only
+	ResolvConf      string // read for the GKE zone in its search line [/etc/resolv.conf]
 	AWSMetadataURL  string // AWS_EC2_METADATA_SERVICE_ENDPOINT: base URL of the EC2 IMDS [http://169.254.169.254]
 	MetadataTimeout time.Duration
 	HTTPClient      *http.Client // nil: a client without proxy
+}
+
+func (c Config) resolvConf() string {
+	if c.ResolvConf == "" {
+		return "/etc/resolv.conf"
+	}
+	return c.ResolvConf
 }
 
 // Detection is a detection in progress. Its goroutine is owned by it: Wait or Close end it.
@@ -58,6 +67,9 @@ func Start(ctx context.Context, cfg Config) *Detection {
 	d := &Detection{done: make(chan struct{}), factsDone: make(chan struct{})}
 	if cfg.MetadataTimeout == 0 {
 		cfg.MetadataTimeout = time.Second
+	}
+	if cfg.CloudPlatform == "" && len(gcpStatic(cfg)) > 0 {
+		cfg.CloudPlatform = GCP // Istio's IsGCP: static GCP metadata means GCP (gcp.go)
 	}
 	if cfg.CloudPlatform != "" {
 		d.result = strings.ToLower(cfg.CloudPlatform)
