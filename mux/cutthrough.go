@@ -313,26 +313,24 @@ func (s *session) sendStream(ctx context.Context, st *streamItem) error {
 	if s.rec != nil {
 		s.rec.Message(st.size) // laststate.go
 	}
-	var pieces []mem.Buffer
-	var data [][]byte
 	for {
 		var last bool
 		var err error
-		pieces, last, err = st.take(ctx, pieces[:0])
-		if err == nil && len(pieces) > 0 {
+		s.sendPieces, last, err = st.take(ctx, s.sendPieces[:0])
+		if err == nil && len(s.sendPieces) > 0 {
 			// Whatever arrived while the last batch was written goes in one write.
-			for _, b := range pieces {
+			for _, b := range s.sendPieces {
 				s.recordPiece(b) // laststate.go
-				data = append(data, b.ReadOnlyData())
+				s.sendBatch = append(s.sendBatch, b.ReadOnlyData())
 			}
-			err = s.down.WriteBuffers(data)
-			clear(data)
-			data = data[:0]
+			err = s.down.WriteBuffers(s.sendBatch)
+			clear(s.sendBatch)
+			s.sendBatch = s.sendBatch[:0]
 		}
-		for _, b := range pieces {
+		for _, b := range s.sendPieces {
 			b.Free()
 		}
-		clear(pieces)
+		clear(s.sendPieces)
 		if err != nil || last {
 			return err
 		}

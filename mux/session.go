@@ -82,6 +82,12 @@ type session struct {
 
 	streaming  atomic.Pointer[streamItem] // the response being forwarded cut-through, if any
 	streamPeak atomic.Int64               // the most a cut-through response ever held
+
+	// sendLoop's own scratch, reused from push to push (sendStream): the pieces taken from a
+	// cut-through response and their bytes as one batch. Grown afresh per push they cost about
+	// five allocations a push (bench's TestGateAllocBudget).
+	sendPieces []mem.Buffer
+	sendBatch  [][]byte
 }
 
 func newSession(p *Proxy, proto protocol, down downstream) *session {
