@@ -519,6 +519,22 @@ func (r *Recorder) write() {
 		}
 		return cmpString(a.nodeID, b.nodeID)
 	})
+	// A Delta type is stored as one response, its log merged (streamed, merge.go): a restore
+	// sends it as it is, and the client never passes through an older state.
+	for _, k := range keys {
+		if !k.delta {
+			continue
+		}
+		for typeURL, tl := range r.keys[k].types {
+			if tl.broken || len(tl.entries) < 2 {
+				continue
+			}
+			if err := r.compact(tl); err != nil {
+				r.log.Warn("last state: merging Delta responses failed; the type is left out of the snapshot", "type", typeURL, "err", err)
+				tl.broken = true
+			}
+		}
+	}
 	est := int64(1 << 10)
 	est += int64(len(certs.Chain) + len(certs.Key) + len(certs.Roots))
 	for _, k := range keys {

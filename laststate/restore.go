@@ -226,8 +226,9 @@ func NewSource(s *Snapshot, reg *metric.Registry, log *slog.Logger) *Source {
 }
 
 // Responses implements mux.Restorer: the responses of the type, in the order the client applied
-// them (a Delta type's log as it was recorded, at most maxDeltaLog), each read from the snapshot
-// file in pieces as mux sends it. The file stays open until every one is released.
+// them, each read from the snapshot file in pieces as mux sends it. The recorder stores one per
+// type (a Delta log is merged when the snapshot is written); several, in a snapshot written
+// otherwise, are served in their order. The file stays open until every one is released.
 func (s *Source) Responses(delta bool, nodeID, typeURL string) []mux.RestoredResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
