@@ -87,6 +87,7 @@ func mergeDeltaFiles(files []string, dst string) (int64, error) {
 		return 0, err
 	}
 	w := bufio.NewWriterSize(out, 32<<10)
+	buf := make([]byte, 32<<10) // one buffer for every copy: io.Copy would take one per resource
 	copyRefs := func(file string, pick func(idx int, ref resourceRef) bool, list []resourceRef) error {
 		f, err := os.Open(file)
 		if err != nil {
@@ -97,8 +98,17 @@ func mergeDeltaFiles(files []string, dst string) (int64, error) {
 			if !pick(idx, ref) {
 				continue
 			}
-			if _, err := io.Copy(w, io.NewSectionReader(f, ref.off, ref.n)); err != nil {
-				return err
+			for off, end := ref.off, ref.off+ref.n; off < end; {
+				n, err := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
+				if n > 0 {
+					if _, werr := w.Write(buf[:n]); werr != nil {
+						return werr
+					}
+					off += int64(n)
+				}
+				if err != nil && off < end {
+					return err
+				}
 			}
 		}
 		return nil
