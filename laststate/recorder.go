@@ -39,7 +39,8 @@ const writeInterval = 200 * time.Millisecond
 // maxPending is how many responses of a type sent to one client and not yet answered are kept.
 const maxPending = 16
 
-// maxDeltaLog is how many ACKed Delta responses of a type are kept before they are merged into one.
+// maxDeltaLog is how many ACKed Delta responses of a type are kept before they are merged into
+// one (each snapshot write merges them too, merge.go).
 const maxDeltaLog = 16
 
 // RecorderConfig configures a Recorder.
