@@ -41,15 +41,37 @@ type resourceRef struct {
 	removed bool // a removal, not a resource
 }
 
+// mergeScratch is what merges reuse: the recorder keeps one, so a merge at every snapshot write
+// allocates no buffers.
+type mergeScratch struct {
+	r     *bufio.Reader
+	w     *bufio.Writer
+	buf   []byte
+	namer resourceNamer
+}
+
+func (m *mergeScratch) init() {
+	if m.buf == nil {
+		m.r = bufio.NewReaderSize(nil, 32<<10)
+		m.w = bufio.NewWriterSize(nil, 32<<10)
+		m.buf = make([]byte, 32<<10)
+		m.namer.buf = make([]byte, 32<<10)
+	}
+}
+
 // mergeDeltaFiles writes to dst the merge of the Delta responses in files, in order, and returns
-// its size.
-func mergeDeltaFiles(files []string, dst string) (int64, error) {
+// its size. m may be nil.
+func mergeDeltaFiles(files []string, dst string, m *mergeScratch) (int64, error) {
+	if m == nil {
+		m = &mergeScratch{}
+	}
+	m.init()
 	last := map[string]int{} // name: index in refs of its last mention
 	var refs []resourceRef
 	var names []string // by ref
 	var others []resourceRef
 	for i, file := range files {
-		err := indexDelta(file, func(name string, ref resourceRef) {
+		err := indexDelta(file, m, func(name string, ref resourceRef) {
 			ref.file = i
 			last[name] = len(refs)
 			refs = append(refs, ref)
@@ -86,8 +108,9 @@ func mergeDeltaFiles(files []string, dst string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	w := bufio.NewWriterSize(out, 32<<10)
-	buf := make([]byte, 32<<10) // one buffer for every copy: io.Copy would take one per resource
+	w, buf := m.w, m.buf // one buffer for every copy: io.Copy would take one per resource
+	w.Reset(out)
+	defer w.Reset(nil)
 	copyRefs := func(file string, pick func(idx int, ref resourceRef) bool, list []resourceRef) error {
 		f, err := os.Open(file)
 		if err != nil {
@@ -147,7 +170,7 @@ func mergeDeltaFiles(files []string, dst string) (int64, error) {
 
 // indexDelta walks the top-level fields of the Delta response in file, streamed: resource gets
 // each resource and removal with its name, other each other field.
-func indexDelta(file string, resource func(name string, ref resourceRef), other func(ref resourceRef)) error {
+func indexDelta(file string, m *mergeScratch, resource func(name string, ref resourceRef), other func(ref resourceRef)) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
@@ -157,8 +180,10 @@ func indexDelta(file string, resource func(name string, ref resourceRef), other 
 	if err != nil {
 		return err
 	}
-	wr := &wireReader{r: bufio.NewReaderSize(f, 32<<10), size: st.Size()}
-	var namer resourceNamer
+	m.r.Reset(f)
+	defer m.r.Reset(nil)
+	wr := &wireReader{r: m.r, size: st.Size()}
+	namer := &m.namer
 	for wr.off < wr.size {
 		start := wr.off
 		key, err := wr.uvarint()

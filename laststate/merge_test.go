@@ -86,7 +86,7 @@ func TestMergeDeltaFilesAsFastpath(t *testing.T) {
 		want = m
 	}
 	out := filepath.Join(dir, "merged")
-	size, err := mergeDeltaFiles(files, out)
+	size, err := mergeDeltaFiles(files, out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +133,11 @@ func TestMergeDeltaFilesRefuses(t *testing.T) {
 	unnamed, _ := proto.Marshal(&discovery.DeltaDiscoveryResponse{TypeUrl: fastpath.ClusterType, Nonce: "3",
 		Resources: []*discovery.Resource{{Version: "1"}}})
 	for name, b := range map[string][]byte{"names": names, "unnamed": unnamed} {
-		if _, err := mergeDeltaFiles([]string{write("good-"+name, good), write(name, b)}, filepath.Join(dir, "out-"+name)); err == nil || !isUnsupported(err) {
+		if _, err := mergeDeltaFiles([]string{write("good-"+name, good), write(name, b)}, filepath.Join(dir, "out-"+name), nil); err == nil || !isUnsupported(err) {
 			t.Fatalf("%s: %v, want errMergeUnsupported", name, err)
 		}
 	}
-	if _, err := mergeDeltaFiles([]string{write("good", good), write("cut", good[:len(good)-2])}, filepath.Join(dir, "out-cut")); err == nil {
+	if _, err := mergeDeltaFiles([]string{write("good", good), write("cut", good[:len(good)-2])}, filepath.Join(dir, "out-cut"), nil); err == nil {
 		t.Fatal("a truncated response was merged")
 	}
 }
@@ -167,7 +167,7 @@ func FuzzMergeDeltaFiles(f *testing.F) {
 			files = append(files, p)
 		}
 		out := filepath.Join(dir, "out")
-		size, err := mergeDeltaFiles(files, out)
+		size, err := mergeDeltaFiles(files, out, nil)
 		if err != nil {
 			return
 		}

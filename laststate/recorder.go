@@ -78,6 +78,7 @@ type Recorder struct {
 	dirty   bool
 	flushes []chan struct{} // closed by the next write or skip (tests)
 	tooBig  bool            // the last snapshot was over the bound (warned once until it fits again)
+	merge   mergeScratch    // merge.go's buffers
 }
 
 type recorderMetrics struct {

@@ -121,7 +121,7 @@ func (r *Recorder) compact(tl *typeLog) error {
 		files[i] = sp.file
 	}
 	file := r.nextSpool()
-	size, err := mergeDeltaFiles(files, file)
+	size, err := mergeDeltaFiles(files, file, &r.merge)
 	if err != nil {
 		_ = os.Remove(file)
 		if !errors.Is(err, errMergeUnsupported) {
