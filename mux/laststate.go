@@ -157,11 +157,17 @@ func (s *session) serveRestoredLocked(typeURL string) {
 		s.restoredAny = true
 		// Never waits (a stream item counts no bytes). SotW: coalesced away by a newer response
 		// of the type while it waits. Delta: never merged into; Istiod's responses follow it.
-		if _, err := s.outQ.tryPush(item{typeURL: typeURL, stream: newRestoredItem(r), coalesce: !delta}); err != nil {
+		st := newRestoredItem(r)
+		ok, err := s.outQ.tryPush(item{typeURL: typeURL, stream: st, coalesce: !delta})
+		if err != nil || !ok {
+			if !ok && err == nil {
+				st.drop() // not taken: released here
+				s.log.Warn("restored response not queued", "type", typeURL)
+			}
 			for _, r := range list[i+1:] {
 				r.Release()
 			}
-			return // the session is ending
+			return // the session is ending, or the queue is over its bound
 		}
 	}
 }
