@@ -9,7 +9,10 @@
 //     spooled to a file as it passes, never held whole in memory; an ACK makes it part of the
 //     state; the snapshot is rewritten from the spools, streamed, by one goroutine off the
 //     forwarding path.
+//   - merge.go: a Delta type's accepted responses merged into one, streamed from the spools,
+//     when the snapshot is written.
 //   - restore.go: the checks before a snapshot is served (this pod's identity, certificate in
-//     date and verified by its roots) and the source mux serves restored responses from.
+//     date and verified by its roots) and the source mux serves restored responses from: each
+//     read from the file in pieces as it is sent (mux.RestoredResponse), never whole.
 //   - tmpfs.go: the volume must be a tmpfs (statfs magic); anything else is refused, named.
 package laststate

@@ -19,6 +19,7 @@ import (
 	pb "istio.io/api/security/v1alpha1"
 
 	"github.com/wingman-mesh/wingman/lab/testca"
+	"github.com/wingman-mesh/wingman/mux"
 )
 
 var testID = Identity{NodeID: "sidecar~10.0.0.1~app-1.ns~ns.svc.cluster.local", Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"}
@@ -95,3 +96,18 @@ func shmDir(t testing.TB) string {
 }
 
 func newTextLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// readAll reads and releases restored responses.
+func readAll(t testing.TB, rs []mux.RestoredResponse) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for _, r := range rs {
+		b, err := io.ReadAll(r.Open())
+		r.Release()
+		if err != nil || len(b) != r.Size() {
+			t.Fatalf("restored response: %d of %d bytes: %v", len(b), r.Size(), err)
+		}
+		out = append(out, b)
+	}
+	return out
+}

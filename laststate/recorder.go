@@ -39,7 +39,8 @@ const writeInterval = 200 * time.Millisecond
 // maxPending is how many responses of a type sent to one client and not yet answered are kept.
 const maxPending = 16
 
-// maxDeltaLog is how many ACKed Delta responses of a type are kept before they are merged into one.
+// maxDeltaLog is how many ACKed Delta responses of a type are kept before they are merged into
+// one (each snapshot write merges them too, merge.go).
 const maxDeltaLog = 16
 
 // RecorderConfig configures a Recorder.
@@ -77,6 +78,7 @@ type Recorder struct {
 	dirty   bool
 	flushes []chan struct{} // closed by the next write or skip (tests)
 	tooBig  bool            // the last snapshot was over the bound (warned once until it fits again)
+	merge   mergeScratch    // merge.go's buffers
 }
 
 type recorderMetrics struct {
@@ -519,6 +521,22 @@ func (r *Recorder) write() {
 		}
 		return cmpString(a.nodeID, b.nodeID)
 	})
+	// A Delta type is stored as one response, its log merged (streamed, merge.go): a restore
+	// sends it as it is, and the client never passes through an older state.
+	for _, k := range keys {
+		if !k.delta {
+			continue
+		}
+		for typeURL, tl := range r.keys[k].types {
+			if tl.broken || len(tl.entries) < 2 {
+				continue
+			}
+			if err := r.compact(tl); err != nil {
+				r.log.Warn("last state: merging Delta responses failed; the type is left out of the snapshot", "type", typeURL, "err", err)
+				tl.broken = true
+			}
+		}
+	}
 	est := int64(1 << 10)
 	est += int64(len(certs.Chain) + len(certs.Key) + len(certs.Roots))
 	for _, k := range keys {

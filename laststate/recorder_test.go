@@ -181,7 +181,7 @@ func TestRecorderKeepsEachStream(t *testing.T) {
 	src := NewSource(s, metric.NewRegistry(), nil)
 	defer src.Live()
 	for node, want := range map[string]string{testID.NodeID: "cds-1", grpcNode: "cds-9"} {
-		out := src.Responses(false, node, fastpath.ClusterType)
+		out := readAll(t, src.Responses(false, node, fastpath.ClusterType))
 		var r fastpath.Response
 		var p fastpath.Peeker
 		if len(out) != 1 || p.PeekResponse(mem.BufferSlice{mem.SliceBuffer(out[0])}, &r) != nil || r.Version != want {

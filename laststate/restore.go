@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/mem"
-
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/mux"
@@ -200,8 +198,9 @@ type Source struct {
 	gauge *metric.Gauge
 
 	mu   sync.Mutex
-	snap *Snapshot                           // nil once live
+	snap *Snapshot                           // nil once live and no response is out
 	resp map[streamKey]map[string][]Response // nil once live
+	out  int                                 // responses handed out and not released
 }
 
 // NewSource serves s (already Checked).
@@ -226,46 +225,57 @@ func NewSource(s *Snapshot, reg *metric.Registry, log *slog.Logger) *Source {
 	return src
 }
 
-// Responses implements mux.Restorer. Each response is read from the snapshot file when asked
-// for: held in memory only while it waits for the client and is written.
-func (s *Source) Responses(delta bool, nodeID, typeURL string) [][]byte {
+// Responses implements mux.Restorer: the responses of the type, in the order the client applied
+// them, each read from the snapshot file in pieces as mux sends it. The recorder stores one per
+// type (a Delta log is merged when the snapshot is written); several, in a snapshot written
+// otherwise, are served in their order. The file stays open until every one is released.
+func (s *Source) Responses(delta bool, nodeID, typeURL string) []mux.RestoredResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out [][]byte
+	var out []mux.RestoredResponse
 	for _, r := range s.resp[streamKey{delta, nodeID}][typeURL] {
-		b := make([]byte, r.Size())
-		if _, err := io.ReadFull(s.snap.Open(r), b); err != nil {
-			s.log.Warn("restored response not read; the type is left to Istiod", "type", typeURL, "err", err)
-			return nil
-		}
-		out = append(out, b)
-	}
-	if delta && len(out) > 1 {
-		// One response with the newest state, as the client would hold it after applying them
-		// in order: it never passes through an older state on its way there.
-		var p fastpath.Peeker
-		merged := out[0]
-		for _, b := range out[1:] {
-			m, err := p.MergeDeltaResponses(nil, mem.BufferSlice{mem.SliceBuffer(merged)}, mem.BufferSlice{mem.SliceBuffer(b)})
-			if err != nil {
-				s.log.Warn("restored responses not merged; the type is left to Istiod", "type", typeURL, "err", err)
-				return nil
-			}
-			merged = m
-		}
-		out = [][]byte{merged}
+		s.out++
+		out = append(out, &restored{src: s, r: r})
 	}
 	return out
 }
 
-// Live implements mux.Restorer: the restored state is handed over to Istiod's.
-func (s *Source) Live() {
+// restored is one response of the snapshot handed to mux.
+type restored struct {
+	src *Source
+	r   Response
+}
+
+func (r *restored) Size() int { return int(r.r.Size()) }
+
+func (r *restored) Open() io.Reader {
+	r.src.mu.Lock()
+	defer r.src.mu.Unlock()
+	return r.src.snap.Open(r.r) // the file is open: this response is not released
+}
+
+func (r *restored) Release() {
+	s := r.src
 	s.mu.Lock()
-	s.resp = nil
-	if s.snap != nil {
+	defer s.mu.Unlock()
+	s.out--
+	s.closeLocked()
+}
+
+// closeLocked closes the snapshot once live and no response is out.
+func (s *Source) closeLocked() {
+	if s.resp == nil && s.out == 0 && s.snap != nil {
 		s.snap.Close()
 		s.snap = nil
 	}
+}
+
+// Live implements mux.Restorer: the restored state is handed over to Istiod's. Responses already
+// handed out are still read until released.
+func (s *Source) Live() {
+	s.mu.Lock()
+	s.resp = nil
+	s.closeLocked()
 	s.mu.Unlock()
 	s.gauge.Set(0)
 	s.log.Info("Istiod reached: its responses replace the restored state")

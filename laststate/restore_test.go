@@ -238,6 +238,27 @@ func (c *client) subscribe(typeURL string) {
 	}
 }
 
+// recvDelta takes the next Delta response without answering it; ack answers it later.
+func (c *client) recvDelta() (got, string) {
+	c.t.Helper()
+	r, err := c.dstr.Recv()
+	if err != nil {
+		c.t.Fatalf("client stream reset: %v", err)
+	}
+	g := got{typeURL: r.TypeUrl, version: r.SystemVersionInfo, n: len(r.Resources), removed: r.RemovedResources}
+	for _, res := range r.Resources {
+		g.gens = append(g.gens, genOf(res.Resource))
+		g.names = append(g.names, res.Name)
+	}
+	return g, r.Nonce
+}
+
+func (c *client) ack(typeURL, nonce string) {
+	if err := c.dstr.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeURL, ResponseNonce: nonce}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // recv takes the next response and ACKs it. An error is an Envoy stream reset.
 func (c *client) recv() (got, error) {
 	var g got
@@ -344,11 +365,37 @@ func testHandover(t *testing.T, delta bool) {
 	}
 	c2 := dial(t, ctx, r2.sock, delta)
 	c2.subscribe(fastpath.ClusterType)
-	// The first CDS response is the snapshot's newest state whole (Delta: merged), never an
-	// older one on the way.
-	g := c2.mustRecv(fastpath.ClusterType)
-	if g.version != "cds-2" || g.n != 200 || slices.Min(g.gens) != 2 {
-		t.Fatalf("restored CDS: version %s, %d clusters, generations %v", g.version, g.n, g.gens)
+	// The restored CDS response is the snapshot's newest state whole (Delta: the two accepted
+	// responses merged when the snapshot was written), read from the file as it is sent: never
+	// an older state on the way.
+	held := map[string]int{}
+	apply := func(g got) {
+		if !delta {
+			clear(held)
+		}
+		for i, n := range g.names {
+			held[n] = g.gens[i]
+		}
+		for _, n := range g.removed {
+			delete(held, n)
+		}
+	}
+	var served []string
+	for {
+		g := c2.mustRecv(fastpath.ClusterType)
+		served = append(served, g.version)
+		apply(g)
+		if g.version == "cds-2" {
+			break
+		}
+	}
+	if !slices.Equal(served, []string{"cds-2"}) || len(held) != 200 {
+		t.Fatalf("restored CDS: versions %v, %d clusters held; want one response, cds-2, of 200", served, len(held))
+	}
+	for n, gen := range held {
+		if gen != 2 {
+			t.Fatalf("restored CDS: the client holds %s of push %d, want 2", n, gen)
+		}
 	}
 	c2.subscribe(fastpath.ListenerType)
 	if g := c2.mustRecv(fastpath.ListenerType); g.version != "lds-1" || g.n != 2 {
@@ -358,10 +405,6 @@ func testHandover(t *testing.T, delta bool) {
 	// Istiod comes back with a newer push, one cluster fewer: it reaches the client on the same
 	// stream, and the client ends up holding exactly Istiod's clusters (for Delta, the removal
 	// comes from Istiod learning what the client holds: the replay's initial versions).
-	held := map[string]int{}
-	for i, n := range g.names {
-		held[n] = g.gens[i]
-	}
 	next := clustersOf(200, 300<<10, 3)
 	delete(next, "outbound|80||svc-0000.ns.svc.cluster.local")
 	w.cp.Cache(fastpath.ClusterType).SetResources(next)
@@ -381,15 +424,7 @@ func testHandover(t *testing.T, delta bool) {
 				t.Fatalf("a cluster older than the snapshot reached the client: %+v", g)
 			}
 		}
-		if !delta {
-			clear(held)
-		}
-		for i, n := range g.names {
-			held[n] = g.gens[i]
-		}
-		for _, n := range g.removed {
-			delete(held, n)
-		}
+		apply(g)
 		if g.version == "cds-3" {
 			break
 		}
@@ -411,11 +446,86 @@ func testHandover(t *testing.T, delta bool) {
 	})
 }
 
-// TestSourceMergesDeltaLog: a Delta type stored as several accepted responses is served as one,
-// the state after applying them in order (fastpath.MergeDeltaResponses), carrying the newest
-// version: the client never passes through an older state. Read from the file when asked for;
-// nothing once Istiod is reached.
-func TestSourceMergesDeltaLog(t *testing.T) {
+// TestRestoreDeltaAckWindow: Istiod comes back while a restored Delta response has reached the
+// client and the client has not ACKed it yet (a slow Envoy applying a large configuration).
+// Istiod dropped a cluster meanwhile: its first response must remove it, so the proxy's replay
+// must name what the client was sent, not only what it ACKed. With a replay of the ACKed
+// versions only (the behaviour before), the replay names nothing and go-control-plane's
+// LinearCache (lab/controlplane), like Istiod, removes only names it knows the client has
+// (go-control-plane pkg/cache/v3/delta.go createDeltaResponse: wildcard removals are the
+// subscription's returned names it no longer has; Istio 1.30.3 pilot/pkg/xds/delta.go
+// deltaWatchedResources takes initial_resource_versions as watched names): the dropped cluster
+// would stay at the client until its next reconnect.
+func TestRestoreDeltaAckWindow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dir := shmDir(t)
+	w := newWorld(t)
+	w.cp.Cache(fastpath.ClusterType).SetResources(clustersOf(20, 40<<10, 1))
+	r1 := w.start(t, dir, nil, nil)
+	c1 := dial(t, ctx, r1.sock, true)
+	c1.subscribe(fastpath.ClusterType)
+	c1.mustRecv(fastpath.ClusterType)
+	waitSnapshot(ctx, t, r1, dir, func(s *Snapshot) bool { return versions(s, true)[fastpath.ClusterType] == "cds-1" })
+	r1.stop()
+
+	w.cp.Stop()
+	snap, err := Load(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snap.Close() })
+	if err := snap.Check(testID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r2 := w.start(t, dir, func(reg *metric.Registry) mux.Restorer { return NewSource(snap, reg, nil) }, snap)
+	c2 := dial(t, ctx, r2.sock, true)
+	c2.subscribe(fastpath.ClusterType)
+	held := map[string]int{}
+	apply := func(g got) {
+		for i, n := range g.names {
+			held[n] = g.gens[i]
+		}
+		for _, n := range g.removed {
+			delete(held, n)
+		}
+	}
+	g, restoredNonce := c2.recvDelta() // the restored response, not answered yet
+	if g.version != "cds-1" || g.n != 20 {
+		t.Fatalf("restored CDS: %+v", g)
+	}
+	apply(g)
+
+	const dropped = "outbound|80||svc-0000.ns.svc.cluster.local"
+	next := clustersOf(20, 40<<10, 2)
+	delete(next, dropped)
+	w.cp.Cache(fastpath.ClusterType).SetResources(next)
+	if err := w.cp.Start(w.addr); err != nil {
+		t.Fatal(err)
+	}
+	// Istiod's first response comes after the proxy's replay on the new upstream stream.
+	g, nonce := c2.recvDelta()
+	if g.typeURL != fastpath.ClusterType || g.version != "cds-2" {
+		t.Fatalf("Istiod's first response: %+v", g)
+	}
+	apply(g)
+	c2.ack(fastpath.ClusterType, restoredNonce)
+	c2.ack(fastpath.ClusterType, nonce)
+	if _, ok := held[dropped]; ok || len(held) != 19 {
+		t.Fatalf("after Istiod's first response the client holds %d clusters (the dropped one: %v), want Istiod's 19; removed %v", len(held), ok, g.removed)
+	}
+	for n, gen := range held {
+		if gen != 2 {
+			t.Fatalf("the client holds %s of push %d, want 2", n, gen)
+		}
+	}
+}
+
+// TestSourceServesDeltaLogInOrder: a Delta type stored as several accepted responses is served
+// as they were recorded, in the order the client applied them, each read from the snapshot file
+// when sent (nothing is merged in memory); the file stays open while a response handed out is
+// not released, even once Istiod is reached, and nothing more is handed out then.
+func TestSourceServesDeltaLogInOrder(t *testing.T) {
 	dir := shmDir(t)
 	res := func(name, version string) *discovery.Resource {
 		a, _ := anypb.New(&cluster.Cluster{Name: name})
@@ -447,25 +557,19 @@ func TestSourceMergesDeltaLog(t *testing.T) {
 	}
 	src := NewSource(loaded, metric.NewRegistry(), nil)
 	out := src.Responses(true, testID.NodeID, fastpath.ClusterType)
-	if len(out) != 1 {
-		t.Fatalf("%d responses served, want one merged", len(out))
+	if len(out) != 2 || out[0].Size() != len(first) || out[1].Size() != len(second) {
+		t.Fatalf("%d responses served, want the two recorded, in order", len(out))
 	}
-	var got discovery.DeltaDiscoveryResponse
-	if err := proto.Unmarshal(out[0], &got); err != nil {
-		t.Fatal(err)
+	src.Live() // out[1] is still to be read: the file stays open
+	if got := readAll(t, out[:1]); string(got[0]) != string(first) {
+		t.Fatal("first response not as recorded")
 	}
-	var names []string
-	for _, r := range got.Resources {
-		names = append(names, r.Name)
+	if got := readAll(t, out[1:]); string(got[0]) != string(second) {
+		t.Fatal("second response not as recorded")
 	}
-	slices.Sort(names)
-	if got.SystemVersionInfo != "cds-2" || !slices.Equal(names, []string{"b", "c"}) {
-		t.Fatalf("merged: version %s, resources %v, removed %v; want cds-2 holding b and c", got.SystemVersionInfo, names, got.RemovedResources)
+	if loaded.file != nil {
+		t.Fatal("snapshot file still open once live and every response released")
 	}
-	if out := src.Responses(false, testID.NodeID, fastpath.ClusterType); out != nil {
-		t.Fatal("served to the other protocol")
-	}
-	src.Live()
 	if out := src.Responses(true, testID.NodeID, fastpath.ClusterType); out != nil {
 		t.Fatal("served after Istiod was reached")
 	}

@@ -1,6 +1,7 @@
 package laststate
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -108,9 +109,37 @@ func (r *Recorder) spoolFrom(src io.Reader) (string, error) {
 	return name, nil
 }
 
-// compact merges a Delta type's log into one response (fastpath.MergeDeltaResponses: the
-// client's view of applying them in order). It holds the merged state in memory while it works.
+// compact merges a Delta type's log into one response, the client's view of applying them in
+// order: streamed from the spools (merge.go), or, for a response that merge does not read, with
+// fastpath.MergeDeltaResponses, which holds the merged state in memory while it works.
 func (r *Recorder) compact(tl *typeLog) error {
+	if len(tl.entries) < 2 {
+		return nil
+	}
+	files := make([]string, len(tl.entries))
+	for i, sp := range tl.entries {
+		files[i] = sp.file
+	}
+	file := r.nextSpool()
+	size, err := mergeDeltaFiles(files, file, &r.merge)
+	if err != nil {
+		_ = os.Remove(file)
+		if !errors.Is(err, errMergeUnsupported) {
+			return err
+		}
+		return r.compactInMemory(tl)
+	}
+	r.replaceLog(tl, file, size)
+	return nil
+}
+
+func (r *Recorder) replaceLog(tl *typeLog, file string, size int64) {
+	last := tl.entries[len(tl.entries)-1]
+	removeAll(tl.entries)
+	tl.entries = append(tl.entries[:0], spooled{file: file, size: size, typeURL: last.typeURL, version: last.version, nonce: last.nonce})
+}
+
+func (r *Recorder) compactInMemory(tl *typeLog) error {
 	var p fastpath.Peeker
 	acc, err := os.ReadFile(tl.entries[0].file)
 	if err != nil {
@@ -129,8 +158,6 @@ func (r *Recorder) compact(tl *typeLog) error {
 	if err != nil {
 		return err
 	}
-	last := tl.entries[len(tl.entries)-1]
-	removeAll(tl.entries)
-	tl.entries = append(tl.entries[:0], spooled{file: file, size: int64(len(acc)), typeURL: last.typeURL, version: last.version, nonce: last.nonce})
+	r.replaceLog(tl, file, int64(len(acc)))
 	return nil
 }

@@ -148,8 +148,16 @@ func (deltaProto) rememberAckLocked(t *typeState, _, _ string) {
 }
 
 // replayLocked re-subscribes the client's names (with "*" when it also holds a wildcard
-// subscription) and tells Istiod which versions the client already has, so only what changed
-// is sent again.
+// subscription) and tells Istiod which resources the client holds or may hold, so that only what
+// changed is sent again and what Istiod no longer has is removed. That is what the client was
+// sent, not only what it ACKed: a response forwarded (or restored, laststate.go) and not answered
+// yet may reach the client, or be applied by it, after this replay, and a resource it carries
+// that Istiod dropped meanwhile would otherwise stay at the client, as Istiod removes only names
+// it knows the client has (initial_resource_versions join the watched names,
+// pilot/pkg/xds/delta.go deltaWatchedResources at 1.30.3; a full push removes watched names it
+// no longer generates). The names of unanswered responses go with an empty version: the proxy
+// does not know whether the client applied them, so it never claims a version the client may
+// lack (a server comparing versions resends them; Istio's compares none).
 func (deltaProto) replayLocked(_ *fastpath.Peeker, typeURL string, t *typeState) ([]byte, error) {
 	if t == nil || t.subs == nil {
 		return nil, nil
@@ -164,6 +172,47 @@ func (deltaProto) replayLocked(_ *fastpath.Peeker, typeURL string, t *typeState)
 	var initial iter.Seq2[string, []byte]
 	if !t.agent {
 		initial = maps.All(t.versions)
+		if len(t.pending) > 0 {
+			initial = sentVersions(t)
+		}
 	}
 	return fastpath.AppendDeltaRequest(nil, typeURL, "", nil, names, initial, nil), nil
+}
+
+// sentVersions is the versions the client ACKed, with every name of a response it was sent and
+// has not answered (updated or removed) at an empty version; without a wildcard subscription
+// only the names still subscribed (Istiod would take the others for subscriptions).
+func sentVersions(t *typeState) iter.Seq2[string, []byte] {
+	unsure := map[string]struct{}{}
+	add := func(name []byte) {
+		if !t.wildcard {
+			if _, ok := t.subs[string(name)]; !ok {
+				return
+			}
+		}
+		unsure[string(name)] = struct{}{}
+	}
+	for _, pd := range t.pending {
+		for j := 0; j+1 < len(pd.updated); j += 2 {
+			add(pd.bytes(pd.updated[j]))
+		}
+		for _, sp := range pd.removed {
+			add(pd.bytes(sp))
+		}
+	}
+	return func(yield func(string, []byte) bool) {
+		for name, v := range t.versions {
+			if _, ok := unsure[name]; ok {
+				continue
+			}
+			if !yield(name, v) {
+				return
+			}
+		}
+		for name := range unsure {
+			if !yield(name, nil) {
+				return
+			}
+		}
+	}
 }

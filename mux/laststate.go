@@ -1,9 +1,13 @@
 package mux
 
 import (
+	"fmt"
+	"io"
+
 	"google.golang.org/grpc/mem"
 
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/rawpool"
 )
 
 // Recorder is told what each client stream is sent and what it accepts, so that the last state a
@@ -31,11 +35,22 @@ type StreamRecorder interface {
 // Istiod is not reachable yet (laststate, issue 31).
 type Restorer interface {
 	// Responses returns the restored responses of a type for a stream, in the order they are to
-	// be applied (the caller must not modify them), or none.
-	Responses(delta bool, nodeID, typeURL string) [][]byte
+	// be applied, or none. The caller releases each.
+	Responses(delta bool, nodeID, typeURL string) []RestoredResponse
 	// Live is called once, when the first upstream stream to Istiod opens: restored state is no
 	// longer served to new subscriptions; Istiod's responses replace what was served.
 	Live()
+}
+
+// RestoredResponse is one restored response, read from where it is kept as it is sent, in
+// pieces, like a response forwarded cut-through: never whole in memory.
+type RestoredResponse interface {
+	// Size is the response's length in bytes.
+	Size() int
+	// Open returns a reader of its bytes from the first; it may be called more than once.
+	Open() io.Reader
+	// Release says the response is no longer read; called once.
+	Release()
 }
 
 // recordSend tells the stream's recorder about a whole response about to be sent.
@@ -100,10 +115,15 @@ func (s *session) closeRecorder() {
 // serveRestoredLocked queues the restored responses of a type the client has just subscribed to,
 // while no upstream stream has opened (gen 0) and Istiod has not been reached by any stream.
 // They are recorded as responses of generation 0, so the client's answers to them are stripped
-// of their nonce once an upstream stream is open, and that stream starts with a replay of the
-// client's state (newGeneration), as after a reconnect: Istiod then sends what changed, and its
-// responses supersede these in the queue (coalesced or merged) or follow them.
-func (s *session) serveRestoredLocked(p *fastpath.Peeker, typeURL string) {
+// of their nonce once an upstream stream is open, and that stream starts with a replay of what
+// the client was sent (newGeneration, replayLocked), as after a reconnect: Istiod then sends
+// what changed, removals included, and its responses supersede these in the queue (SotW: a
+// restored response not yet sent is coalesced away) or follow them.
+//
+// Each is read from the restorer twice, in pieces: here through fastpath.ResponseScanner for
+// the bookkeeping, then by the send loop, which writes it as a cut-through response
+// (streamItem, sendStream). A restored configuration is never held whole.
+func (s *session) serveRestoredLocked(typeURL string) {
 	rs := s.p.cfg.Restore
 	if rs == nil || s.gen != 0 || s.p.live.Load() || s.nodeID == "" {
 		return
@@ -113,28 +133,89 @@ func (s *session) serveRestoredLocked(p *fastpath.Peeker, typeURL string) {
 		return
 	}
 	t.restored = true
-	for _, b := range rs.Responses(s.proto.delta(), s.nodeID, typeURL) {
-		f := fastpath.FrameOf(b)
+	delta := s.proto.delta()
+	list := rs.Responses(delta, s.nodeID, typeURL)
+	for i, r := range list {
 		var pd *pendingDelta
-		if s.proto.delta() {
+		if delta {
 			pd = s.takePDLocked()
 		}
-		_, nonce, version, err := s.proto.peekResponse(p, f, pd)
+		nonce, version, err := scanRestored(r, typeURL, delta, pd)
 		if err != nil { // checked when the snapshot was loaded; never forwarded malformed
 			if pd != nil {
 				s.freePD = append(s.freePD, pd)
 			}
+			// A Delta type's later responses build on this one: none of them is served.
+			for _, r := range list[i:] {
+				r.Release()
+			}
 			s.log.Warn("restored response not served", "type", typeURL, "err", err)
-			continue
+			return
 		}
 		t.lastNonce, t.nonceGen = nonce, 0
 		s.proto.recordResponseLocked(t, nonce, version, pd)
 		s.restoredAny = true
-		// Never waits: SotW coalesces; Delta merges (restored resources all carry names).
-		if ok, _ := s.outQ.tryPush(item{typeURL: typeURL, frame: f, coalesce: !s.proto.delta(), merge: s.proto.delta()}); !ok {
-			s.log.Warn("restored response not queued", "type", typeURL)
+		// Never waits (a stream item counts no bytes). SotW: coalesced away by a newer response
+		// of the type while it waits. Delta: never merged into; Istiod's responses follow it.
+		st := newRestoredItem(r)
+		ok, err := s.outQ.tryPush(item{typeURL: typeURL, stream: st, coalesce: !delta})
+		if err != nil || !ok {
+			if !ok && err == nil {
+				st.drop() // not taken: released here
+				s.log.Warn("restored response not queued", "type", typeURL)
+			}
+			for _, r := range list[i+1:] {
+				r.Release()
+			}
+			return // the session is ending, or the queue is over its bound
 		}
 	}
+}
+
+// scanRestored reads a restored response through the scanner, a piece at a time, and returns
+// its nonce and version; for Delta its names and versions go to pd.
+func scanRestored(r RestoredResponse, typeURL string, delta bool, pd *pendingDelta) (nonce, version string, err error) {
+	var scan fastpath.ResponseScanner
+	var visit func(fastpath.NameKind, []byte, []byte)
+	if pd != nil {
+		visit = func(k fastpath.NameKind, name, version []byte) {
+			if k == fastpath.Removed {
+				pd.removed = append(pd.removed, pd.add(name))
+				return
+			}
+			pd.updated = append(pd.updated, pd.add(name), pd.add(version))
+		}
+	}
+	size := r.Size()
+	scan.Reset(delta, size, visit)
+	bp := rawpool.Default.Get(min(pieceBytes, size))
+	defer rawpool.Default.Put(bp)
+	src := r.Open()
+	for got := 0; got < size; {
+		n, err := io.ReadFull(src, (*bp)[:min(len(*bp), size-got)])
+		if err != nil {
+			return "", "", err
+		}
+		if err := scan.Feed((*bp)[:n]); err != nil {
+			return "", "", err
+		}
+		got += n
+	}
+	var got string
+	if delta {
+		var resp fastpath.DeltaResponse
+		err = scan.FinishDelta(&resp)
+		got, nonce, version = resp.TypeURL, resp.Nonce, resp.Version
+		pd.nonce = nonce
+	} else {
+		var resp fastpath.Response
+		err = scan.FinishSotW(&resp)
+		got, nonce, version = resp.TypeURL, resp.Nonce, resp.Version
+	}
+	if err == nil && got != typeURL {
+		err = fmt.Errorf("restored response of type %q served for %q", got, typeURL)
+	}
+	return nonce, version, err
 }
 
 // takePDLocked is takePD with mu held.

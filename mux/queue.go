@@ -19,6 +19,8 @@ type item struct {
 	merge    bool // a Delta response: a newer one of the same type is merged into it
 	// stream, when set, is a response forwarded while it arrives (cut-through); frame is
 	// empty. It neither coalesces nor is merged into: part of it may already be at the client.
+	// A restored response (laststate.go) is a stream item too; while it waits in the queue,
+	// nothing of it is at the client, so a state-of-the-world one coalesces.
 	stream *streamItem
 }
 
@@ -81,7 +83,7 @@ func (q *queue) tryPush(it item) (bool, error) {
 		for i := range q.items {
 			if q.items[i].coalesce && q.items[i].typeURL == it.typeURL {
 				q.bytes -= q.items[i].frame.Len()
-				q.items[i].frame.Free()
+				q.items[i].free() // a frame, or a restored response not yet sent (laststate.go)
 				q.items = append(q.items[:i], q.items[i+1:]...)
 				q.superseded++
 				break

@@ -247,7 +247,7 @@ func (s *session) onRequest(ctx context.Context, p *fastpath.Peeker, f fastpath.
 		s.claimAgentTypesLocked()
 	}
 	if err == nil && s.p.cfg.Restore != nil {
-		s.serveRestoredLocked(p, typeURL) // laststate.go
+		s.serveRestoredLocked(typeURL) // laststate.go
 	}
 	s.mu.Unlock()
 	if err != nil || ok {

@@ -2,10 +2,15 @@ package mux
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/mem"
+
+	"github.com/wingman-mesh/wingman/internal/rawpool"
 )
 
 // streamItem is a response being forwarded while it still arrives from Istiod (cut-through, see
@@ -13,8 +18,17 @@ import (
 // client as they come. It holds only the pieces not yet written: with a client that keeps up,
 // a few HTTP/2 frames; with one that stalls, at most the rest of this one message, so Istiod is
 // never made to wait.
+//
+// A restored response (laststate.go) is a streamItem with a source instead of a receiver: the
+// writer reads its pieces from the source as it writes them.
 type streamItem struct {
 	size int // immutable: the message's length
+
+	// src, for a restored response, is where the pieces are read from; rd and read are the
+	// writer's (take), src is released by drop.
+	src  RestoredResponse
+	rd   io.Reader
+	read int
 
 	mu      sync.Mutex
 	pieces  []mem.Buffer // appended, not yet taken by the writer
@@ -29,6 +43,39 @@ type streamItem struct {
 
 func newStreamItem(size int) *streamItem {
 	return &streamItem{size: size, ready: make(chan struct{}, 1), taken: make(chan struct{}, 1)}
+}
+
+// newRestoredItem is a restored response, read from r as it is written.
+func newRestoredItem(r RestoredResponse) *streamItem {
+	st := newStreamItem(r.Size())
+	st.src = r
+	return st
+}
+
+// restoredBatch is how many pieces of a restored response one take reads: one write to the
+// client, and all of the response the proxy holds at a time.
+const restoredBatch = 4
+
+// takeSource reads the next pieces of a restored response (take for an item with a source).
+func (st *streamItem) takeSource(dst []mem.Buffer) (_ []mem.Buffer, last bool, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.src == nil {
+		return dst, false, errors.New("restored response released")
+	}
+	if st.rd == nil {
+		st.rd = st.src.Open()
+	}
+	for i := 0; i < restoredBatch && st.read < st.size; i++ {
+		bp := rawpool.Default.Get(min(pieceBytes, st.size-st.read))
+		if _, err := io.ReadFull(st.rd, *bp); err != nil {
+			rawpool.Default.Put(bp)
+			return dst, false, fmt.Errorf("restored response: %w", err)
+		}
+		st.read += len(*bp)
+		dst = append(dst, mem.NewBuffer(bp, rawpool.Default))
+	}
+	return dst, st.read == st.size, nil
 }
 
 // lags reports whether the item holds limit bytes or more.
@@ -93,6 +140,9 @@ func (st *streamItem) finish(err error) {
 // take waits for pieces and moves them into dst (the caller then owns and frees them). last
 // reports that the message is complete and dst holds its final pieces.
 func (st *streamItem) take(ctx context.Context, dst []mem.Buffer) (_ []mem.Buffer, last bool, err error) {
+	if st.src != nil {
+		return st.takeSource(dst)
+	}
 	for {
 		st.mu.Lock()
 		if st.err != nil {
@@ -128,6 +178,10 @@ func (st *streamItem) drop() {
 	}
 	clear(st.pieces)
 	st.pieces, st.held = nil, 0
+	if st.src != nil {
+		st.src.Release()
+		st.src, st.rd = nil, nil
+	}
 	st.mu.Unlock()
 	signal(st.taken)
 }

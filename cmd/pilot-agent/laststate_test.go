@@ -129,9 +129,11 @@ func TestLastStateRestoresWithoutIstiod(t *testing.T) {
 		if v, _ := reg.Value("istio_agent_wingman_last_state_serving_restored"); v != 1 {
 			t.Fatalf("serving_restored = %v", v)
 		}
-		if got := ls.restore.Responses(false, id.NodeID, fastpath.ClusterType); len(got) != 1 {
+		got := ls.restore.Responses(false, id.NodeID, fastpath.ClusterType)
+		if len(got) != 1 {
 			t.Fatalf("restored CDS responses: %d", len(got))
 		}
+		got[0].Release()
 		if n := strings.Count(out.String(), "serving the last-state snapshot until Istiod answers"); n != 1 || !strings.Contains(out.String(), "Cluster=cds-7") {
 			t.Fatalf("want one log line naming the versions; log:\n%s", out.String())
 		}
