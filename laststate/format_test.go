@@ -105,10 +105,13 @@ func TestCheck(t *testing.T) {
 		{"roots of another CA", func(s *Snapshot, _ *Identity, _ *time.Time) { s.Certs.Roots = newCA(t).RootPEM() }, "do not verify"},
 		{"no roots", func(s *Snapshot, _ *Identity, _ *time.Time) { s.Certs.Roots = nil }, "no certificate"},
 		{"key of another certificate", func(s *Snapshot, _ *Identity, _ *time.Time) { s.Certs.Key = workloadCerts(t, ca, testID).Key }, "private key does not match"},
-		{"certificate of another workload", func(s *Snapshot, _ *Identity, _ *time.Time) {
+		{"certificate of another workload", func(s *Snapshot, _ *Identity, at *time.Time) {
 			other := testID
 			other.ServiceAccount = "other"
 			s.Certs = workloadCerts(t, ca, other)
+			// The test CA's certificates start the second they are issued: checked at the
+			// start of the test, one issued a second later would be refused as not yet valid.
+			*at = time.Now()
 		}, "does not name spiffe://cluster.local/ns/ns/sa/app"},
 		{"response of another type", func(s *Snapshot, _ *Identity, _ *time.Time) {
 			s.Streams[0].Responses[0].TypeURL = fastpath.ListenerType
