@@ -35,6 +35,24 @@ func TestPerfGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A ratio of CPU times on a shared 2-core machine has a tail: one measurement in six of an
+	// unchanged build was seen past a 25 % tolerance (2026-12-06: the floor ratio at 1.70 against
+	// 1.69, the reference ratio at 0.79 against 0.75). A regression shows in every measurement, so
+	// a figure fails only when a second measurement, taken at once, regresses past the baseline too.
+	first := measureGate(t, base, bins, work)
+	if len(first) == 0 {
+		return
+	}
+	t.Logf("first measurement regressed, measuring again:\n%s", strings.Join(first, "\n"))
+	if again := measureGate(t, base, bins, work); len(again) > 0 {
+		t.Errorf("performance regressed against baseline.json in two measurements in a row:\n%s", strings.Join(again, "\n"))
+	}
+}
+
+// measureGate runs the gated scenarios once, logs every gated figure, and returns what regressed
+// past baseline.json's tolerances.
+func measureGate(t *testing.T, base *Baseline, bins Bins, work string) []string {
+	t.Helper()
 	rep, err := Run(t.Context(), Config{Bins: bins, WorkDir: work, Scenarios: gateScenarios, Runs: 3, Short: true,
 		ScenarioTimeout: time.Minute})
 	if err != nil {
@@ -60,7 +78,5 @@ func TestPerfGate(t *testing.T) {
 		f := sum.Figures[k]
 		t.Logf("%-36s wingman %10.2f ms  reference %.2f ms  direct %.2f ms (reported, not gated: wall time)", k, f.Wingman, f.Reference, f.Direct)
 	}
-	if fails := base.Check(sum); len(fails) > 0 {
-		t.Errorf("performance regressed against baseline.json:\n%s", strings.Join(fails, "\n"))
-	}
+	return base.Check(sum)
 }
