@@ -104,13 +104,7 @@ func (deltaProto) peekResponse(p *fastpath.Peeker, f fastpath.Frame, pd *pending
 	var r fastpath.DeltaResponse
 	var visit func(fastpath.NameKind, []byte, []byte)
 	if pd != nil {
-		visit = func(k fastpath.NameKind, name, version []byte) {
-			if k == fastpath.Removed {
-				pd.removed = append(pd.removed, pd.add(name))
-				return
-			}
-			pd.updated = append(pd.updated, pd.add(name), pd.add(version))
-		}
+		visit = pd.record
 	}
 	if err := p.PeekDeltaResponse(f.Data, &r, visit); err != nil {
 		return "", "", "", err

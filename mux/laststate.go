@@ -178,13 +178,7 @@ func scanRestored(r RestoredResponse, typeURL string, delta bool, pd *pendingDel
 	var scan fastpath.ResponseScanner
 	var visit func(fastpath.NameKind, []byte, []byte)
 	if pd != nil {
-		visit = func(k fastpath.NameKind, name, version []byte) {
-			if k == fastpath.Removed {
-				pd.removed = append(pd.removed, pd.add(name))
-				return
-			}
-			pd.updated = append(pd.updated, pd.add(name), pd.add(version))
-		}
+		visit = pd.record
 	}
 	size := r.Size()
 	scan.Reset(delta, size, visit)

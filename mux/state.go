@@ -53,6 +53,16 @@ func (p *pendingDelta) add(b []byte) span {
 
 func (p *pendingDelta) bytes(s span) []byte { return p.arena[s.off : s.off+s.n] }
 
+// record is the scanners' visitor of a Delta response's names: removals and (name, version)
+// updates into p.
+func (p *pendingDelta) record(k fastpath.NameKind, name, version []byte) {
+	if k == fastpath.Removed {
+		p.removed = append(p.removed, p.add(name))
+		return
+	}
+	p.updated = append(p.updated, p.add(name), p.add(version))
+}
+
 // free releases what the state holds.
 func (t *typeState) free() {
 	t.lastReq.Free()
