@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,10 +79,13 @@ func NodeMetadata(cfg Config, ips []string) (*Metadata, error) {
 		from["DNS_PROXY_ADDR"] = "DNS_PROXY_ADDR"
 	}
 
+	// Decode key by key so a type error names the key and its source, in sorted key order:
+	// Istio decodes json.Marshal(raw), whose keys encoding/json sorts, and a key matches its
+	// field exactly or ignoring case, so of two keys that name one field ("POD_PORTS",
+	// "pod_ports") the last in byte order sets it.
 	m := &Metadata{}
-	for k, v := range raw {
-		// Decode key by key so a type error names the key and its source.
-		if err := m.setKey(k, v); err != nil {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		if err := m.setKey(k, raw[k]); err != nil {
 			return nil, fmt.Errorf("node metadata key %s (from %s): %w", k, from[k], err)
 		}
 	}

@@ -219,3 +219,44 @@ func FuzzMetadataSetKey(f *testing.F) {
 		}
 	})
 }
+
+// TestNodeMetadataCaseFoldLastKeyWins: keys naming one typed field ignoring case set it in
+// sorted byte order, the last winning. Expected values established from Istio's
+// GetNodeMetaData (pkg/bootstrap/config.go, 1.30.3 and master 86c9f01): the untyped map is
+// json.Marshal'ed (encoding/json sorts map keys by byte order) and json.Unmarshal'ed into
+// BootstrapNodeMetadata, which assigns each key in document order to the field it names
+// exactly or ignoring case; marshalMetadata (option/convert.go) then writes the typed field
+// and adds each raw key the typed JSON lacks. Found by FuzzNodeMetadata in CI: the agent set
+// fields in map order, so the winner changed from run to run. Map order is random per range,
+// hence the repetitions.
+func TestNodeMetadataCaseFoldLastKeyWins(t *testing.T) {
+	for range 20 {
+		cfg := baseConfig(t)
+		cfg.Env = append(cfg.Env,
+			`ISTIO_META_POD_PORTS=[{"containerPort":1}]`,
+			`ISTIO_METAJSON_X={"POd_PORTS":"[{\"containerPort\":2}]","Pod_Ports":"[{\"containerPort\":3}]"}`,
+			`ISTIO_META_pOD_PORTS=[{"containerPort":4}]`)
+		m, err := NodeMetadata(cfg, cfg.IPs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// "POD_PORTS" < "POd_PORTS" < "Pod_Ports" < "pOD_PORTS": the last one's value.
+		if len(m.PodPorts) != 1 || m.PodPorts[0].ContainerPort != 4 {
+			t.Fatalf("POD_PORTS = %+v, want the value of pOD_PORTS (containerPort 4)", m.PodPorts)
+		}
+		b, err := m.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			`"POD_PORTS":"[{\"containerPort\":4}]"`,
+			`"POd_PORTS":"[{\"containerPort\":2}]"`,
+			`"Pod_Ports":"[{\"containerPort\":3}]"`,
+			`"pOD_PORTS":"[{\"containerPort\":4}]"`,
+		} {
+			if !strings.Contains(string(b), want) {
+				t.Fatalf("metadata JSON lacks %s:\n%s", want, b)
+			}
+		}
+	}
+}
