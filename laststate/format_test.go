@@ -23,9 +23,9 @@ func sample(t testing.TB, c Certs) *Snapshot {
 	sotw := fastpath.AppendResponse(nil, []byte("cds-3"), fastpath.ClusterType, "n1", res)
 	return &Snapshot{Identity: testID, Written: time.Unix(1700000000, 5), Certs: c,
 		NameTable: &Response{TypeURL: fastpath.NameTableType, Data: sampleNameTable(t)}, Streams: []Stream{
-		{NodeID: testID.NodeID, Responses: []Response{{TypeURL: fastpath.ClusterType, Version: "cds-3", Data: sotw}}},
-		{Delta: true, NodeID: "proxyless~10.0.0.1~app-1.ns~ns.svc.cluster.local"},
-	}}
+			{NodeID: testID.NodeID, Responses: []Response{{TypeURL: fastpath.ClusterType, Version: "cds-3", Data: sotw}}},
+			{Delta: true, NodeID: "proxyless~10.0.0.1~app-1.ns~ns.svc.cluster.local"},
+		}}
 }
 
 // sampleNameTable is a NameTable's bytes, as Istiod sends them in an NDS response's resource.

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/wingman-mesh/wingman/fastpath"
-	"github.com/wingman-mesh/wingman/internal/ndspb"
 	"github.com/wingman-mesh/wingman/internal/metric"
+	"github.com/wingman-mesh/wingman/internal/ndspb"
 	"github.com/wingman-mesh/wingman/mux"
 )
 
