@@ -126,6 +126,9 @@ func TestRestoreNameTableHandsOver(t *testing.T) {
 	w.agentTypes = h.types
 	w.cp.Cache(fastpath.ClusterType).SetResources(clustersOf(3, 3<<10, 1))
 	w.cp.Cache(fastpath.ListenerType).SetResources(map[string]types.Resource{})
+	// Each table is served before the proxy subscribes NDS: go-control-plane answers a
+	// subscription of an empty cache with an empty response, which the agent, as Istio's, does
+	// not ACK, and then holds the type's later pushes back.
 	w.cp.Cache(fastpath.NameTableType).SetResources(map[string]types.Resource{"": meshTable("10.0.0.1")})
 	waitApplied := func() []byte {
 		t.Helper()

@@ -19,6 +19,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/lab/controlplane"
 	"github.com/wingman-mesh/wingman/lab/netem"
 	"github.com/wingman-mesh/wingman/lab/testca"
@@ -64,6 +65,10 @@ type RigConfig struct {
 	// ProxyTmpfs mounts a tmpfs on the agent's ./etc/istio/proxy, as Istio's injection makes
 	// the istio-envoy volume a memory-backed emptyDir (restart.go).
 	ProxyTmpfs bool
+	// Serve, when set, fills the control plane's caches further before the agent first starts
+	// (go-control-plane answers a subscription of an empty cache with nothing the agent ACKs,
+	// and then holds later pushes of that type back).
+	Serve func(cp *controlplane.Server)
 }
 
 // NewRig builds the namespaces, starts the control plane in C and the agent in A, pushes the
@@ -90,7 +95,8 @@ func NewRig(ctx context.Context, cfg RigConfig) (_ *Rig, err error) {
 	if err != nil {
 		return r, err
 	}
-	r.CP, err = controlplane.New(controlplane.Config{Token: perf.Token, Types: []string{perf.ClusterType, perf.ListenerType},
+	// NDS is served too: an agent with DNS capture subscribes it (last_state sets a table).
+	r.CP, err = controlplane.New(controlplane.Config{Token: perf.Token, Types: []string{perf.ClusterType, perf.ListenerType, fastpath.NameTableType},
 		VersionPrefixes: true, CA: ca, StreamInterceptor: r.timeSends})
 	if err != nil {
 		return r, err
@@ -103,6 +109,9 @@ func NewRig(ctx context.Context, cfg RigConfig) (_ *Rig, err error) {
 	r.serve(l, 0)
 	r.Push(10, 10<<10, "init")
 	r.CP.Cache(perf.ListenerType).SetResources(perf.Listeners(2))
+	if cfg.Serve != nil {
+		cfg.Serve(r.CP)
+	}
 	if cfg.ProxyTmpfs {
 		if err := r.mountProxyTmpfs(); err != nil { // restart.go
 			return r, err
