@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,31 @@ func TestLastStateRestoresWithoutIstiod(t *testing.T) {
 		}
 		if d.Ready() {
 			t.Fatal("the snapshot's name table given to the DNS proxy with Istiod up")
+		}
+	})
+	t.Run("format 1", func(t *testing.T) {
+		// A snapshot of the format before the NameTable record (format 2) is refused whole, with
+		// one warning naming both formats; nothing of it is served.
+		dir := shm(t)
+		a, m, out := lastStateAgent(t, dir, refused(), on)
+		writeSnapshot(t, a, dir, laststate.Identity{NodeID: a.nodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"})
+		path := filepath.Join(dir, laststate.FileName)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len("WMLSTATE")] = 1
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if ls := a.lastState(metric.NewRegistry(), m, nil); ls.restore != nil {
+			t.Fatal("a format-1 snapshot restored")
+		}
+		if _, _, _, ok := m.Current(); ok {
+			t.Fatal("a format-1 snapshot's certificate in service")
+		}
+		if n := strings.Count(out.String(), "level=WARN"); n != 1 || !strings.Contains(out.String(), "format 1, this agent reads only format 2") {
+			t.Fatalf("want one warning naming both formats; log:\n%s", out.String())
 		}
 	})
 	t.Run("foreign", func(t *testing.T) {
