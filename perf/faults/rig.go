@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -254,11 +255,29 @@ func (r *Rig) startAgent(cfg RigConfig) error {
 	cmd := exec.Command("ip", "netns", "exec", r.Net.A, cfg.Bins.Agent, "proxy", "sidecar")
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = r.Dir, env, r.out, r.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// Pdeathsig fires when the thread that forked the agent ends, not the process (prctl(2)):
+	// netem.Do ends every thread it entered a namespace on, and that could be the forking thread,
+	// killing the agent mid-scenario (the likely cause of one last_state run in 14 whose agent's
+	// pid was gone after readiness). The forking goroutine keeps its thread locked, so no other
+	// goroutine runs on it, until the agent has been waited for.
+	started := make(chan error, 1)
+	done := r.done
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(done)
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(done)
+	}()
+	if err := <-started; err != nil {
 		return fmt.Errorf("start pilot-agent: %w", err)
 	}
 	r.agent = cmd
-	go func() { _ = cmd.Wait(); close(r.done) }()
 	return nil
 }
 
