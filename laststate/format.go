@@ -10,26 +10,36 @@ import (
 	"hash"
 	"io"
 	"time"
+
+	"github.com/wingman-mesh/wingman/fastpath"
 )
 
 // The snapshot file: the magic and format version, then records (a tag byte, the payload's
 // length as a uvarint, the payload), closed by an end record whose payload is the SHA-256 of
 // every byte before it. Strings inside payloads are uvarint-length-prefixed.
 //
-//	meta     node id, namespace, service account, trust domain, written-at (unix ns, 8 bytes BE)
-//	certs    certificate chain PEM, key PEM, roots PEM
-//	stream   1 byte (1: Delta), the stream's node id: the responses that follow are its
-//	response type URL, version, then the response's wire bytes (the rest of the payload)
-//	end      32 bytes of SHA-256
+//	meta       node id, namespace, service account, trust domain, written-at (unix ns, 8 bytes BE)
+//	certs      certificate chain PEM, key PEM, roots PEM
+//	nametable  the DNS proxy's NameTable the agent last accepted: the resource's bytes as Istiod
+//	           sent them (the whole payload); at most one, after meta and certs, before any stream
+//	stream     1 byte (1: Delta), the stream's node id: the responses that follow are its
+//	response   type URL, version, then the response's wire bytes (the rest of the payload)
+//	end        32 bytes of SHA-256
+//
+// A file of another format version is refused whole (ErrVersion), never read in part: format 2
+// added the nametable record; a format-1 snapshot is refused, with a warning naming both versions,
+// and the agent starts as without one (a container restart runs the same image, so only a
+// snapshot left by an agent of another release meets this).
 const (
 	magic         = "WMLSTATE"
-	formatVersion = 1
+	formatVersion = 2
 
-	tagMeta     = 1
-	tagCerts    = 2
-	tagStream   = 3
-	tagResponse = 4
-	tagEnd      = 0xff
+	tagMeta      = 1
+	tagCerts     = 2
+	tagStream    = 3
+	tagResponse  = 4
+	tagNameTable = 5
+	tagEnd       = 0xff
 
 	// DefaultMaxBytes bounds a snapshot file: mux's largest xDS message (64 MiB) twice over would
 	// not fit, one large configuration does. A snapshot that would exceed it is not written.
@@ -75,7 +85,11 @@ type Snapshot struct {
 	Identity Identity
 	Written  time.Time
 	Certs    Certs
-	Streams  []Stream
+	// NameTable is the DNS proxy's name table the agent last accepted (TypeURL
+	// fastpath.NameTableType, no version: the bytes of the NameTable resource, read with Open or
+	// ReadNameTable); nil when the snapshot holds none.
+	NameTable *Response
+	Streams   []Stream
 
 	file io.ReaderAt // Load's: where the responses' bytes are; nil when they are in Data
 	cls  io.Closer
@@ -171,6 +185,19 @@ func (e *encoder) meta(id Identity, written time.Time) {
 
 func (e *encoder) certs(c Certs) { e.record(tagCerts, [][]byte{c.Chain, c.Key, c.Roots}, nil) }
 
+// nameTable writes the nametable record, size bytes read from r.
+func (e *encoder) nameTable(size int64, r io.Reader) {
+	e.fields(tagNameTable, nil, size)
+	if e.err != nil {
+		return
+	}
+	m, err := io.CopyN(e.w, r, size)
+	e.n += m
+	if err != nil {
+		e.err = fmt.Errorf("copy the name table: %w", err)
+	}
+}
+
 func (e *encoder) stream(delta bool, nodeID string) {
 	d := byte(0)
 	if delta {
@@ -215,7 +242,7 @@ var (
 	ErrOversized = errors.New("snapshot larger than its bound")
 	ErrCorrupt   = errors.New("snapshot corrupt")
 	ErrTruncated = errors.New("snapshot truncated")
-	ErrVersion   = errors.New("snapshot of an unknown format version")
+	ErrVersion   = errors.New("snapshot of another format version")
 )
 
 // Decode reads a whole snapshot of size bytes from r. It refuses one above max, of another
@@ -239,7 +266,7 @@ func decode(r io.Reader, size, max int64, keep bool) (*Snapshot, error) {
 		return nil, fmt.Errorf("%w: not a snapshot file (magic %q)", ErrCorrupt, head[:len(magic)])
 	}
 	if head[len(magic)] != formatVersion {
-		return nil, fmt.Errorf("%w: %d (this agent reads %d)", ErrVersion, head[len(magic)], formatVersion)
+		return nil, fmt.Errorf("%w: format %d, this agent reads only format %d", ErrVersion, head[len(magic)], formatVersion)
 	}
 	snap := &Snapshot{}
 	var cur *Stream
@@ -256,6 +283,17 @@ func decode(r io.Reader, size, max int64, keep bool) (*Snapshot, error) {
 		}
 		if n > uint64(d.left) {
 			return nil, fmt.Errorf("%w: record of %d bytes with %d left", ErrTruncated, n, d.left)
+		}
+		if tag == tagNameTable && (snap.NameTable != nil || !seenMeta || !seenCerts || cur != nil) {
+			return nil, fmt.Errorf("%w: name table record out of place", ErrCorrupt)
+		}
+		if tag == tagNameTable && !keep {
+			off := size - d.left
+			if err := d.skim(int64(n)); err != nil {
+				return nil, err
+			}
+			snap.NameTable = &Response{TypeURL: fastpath.NameTableType, off: off, size: int64(n)}
+			continue
 		}
 		if tag == tagResponse && !keep {
 			if cur == nil {
@@ -309,6 +347,8 @@ func decode(r io.Reader, size, max int64, keep bool) (*Snapshot, error) {
 			if f.err != nil || len(f.rest()) != 0 {
 				return nil, fmt.Errorf("%w: bad certificate record", ErrCorrupt)
 			}
+		case tagNameTable:
+			snap.NameTable = &Response{TypeURL: fastpath.NameTableType, Data: p}
 		case tagStream:
 			d, id := f.str(), f.str()
 			if f.err != nil || len(d) != 1 || d[0] > 1 || len(f.rest()) != 0 {
@@ -369,12 +409,20 @@ func (d *decoder) indexResponse(n, size int64) (Response, error) {
 	}
 	rest := n - (start - d.left)
 	resp := Response{TypeURL: string(fields[0]), Version: string(fields[1]), off: size - d.left, size: rest}
-	m, err := io.CopyN(d.h, d.r, rest)
-	d.left -= m
-	if err != nil {
-		return Response{}, fmt.Errorf("%w: %v", ErrTruncated, err)
+	if err := d.skim(rest); err != nil {
+		return Response{}, err
 	}
 	return resp, nil
+}
+
+// skim passes n bytes through the checksum without keeping them.
+func (d *decoder) skim(n int64) error {
+	m, err := io.CopyN(d.h, d.r, n)
+	d.left -= m
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrTruncated, err)
+	}
+	return nil
 }
 
 func (d *decoder) byte() (byte, error) {

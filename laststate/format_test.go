@@ -3,6 +3,7 @@ package laststate
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,18 +11,32 @@ import (
 	"time"
 
 	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/ndspb"
 )
 
-// sample is a small snapshot with both kinds of stream; the responses are built with fastpath's
-// builders, the bytes a client is sent.
+// sample is a small snapshot with a DNS name table and both kinds of stream; the responses are
+// built with fastpath's builders, the bytes a client is sent; the name table with the NameTable
+// message the DNS proxy decodes.
 func sample(t testing.TB, c Certs) *Snapshot {
 	res := [][]byte{fastpath.AppendResource(nil, fastpath.ClusterType, []byte("\x0a\x03one")),
 		fastpath.AppendResource(nil, fastpath.ClusterType, []byte("\x0a\x03two"))}
 	sotw := fastpath.AppendResponse(nil, []byte("cds-3"), fastpath.ClusterType, "n1", res)
-	return &Snapshot{Identity: testID, Written: time.Unix(1700000000, 5), Certs: c, Streams: []Stream{
-		{NodeID: testID.NodeID, Responses: []Response{{TypeURL: fastpath.ClusterType, Version: "cds-3", Data: sotw}}},
-		{Delta: true, NodeID: "proxyless~10.0.0.1~app-1.ns~ns.svc.cluster.local"},
-	}}
+	return &Snapshot{Identity: testID, Written: time.Unix(1700000000, 5), Certs: c,
+		NameTable: &Response{TypeURL: fastpath.NameTableType, Data: sampleNameTable(t)}, Streams: []Stream{
+			{NodeID: testID.NodeID, Responses: []Response{{TypeURL: fastpath.ClusterType, Version: "cds-3", Data: sotw}}},
+			{Delta: true, NodeID: "proxyless~10.0.0.1~app-1.ns~ns.svc.cluster.local"},
+		}}
+}
+
+// sampleNameTable is a NameTable's bytes, as Istiod sends them in an NDS response's resource.
+func sampleNameTable(t testing.TB) []byte {
+	b, err := (&ndspb.NameTable{Table: map[string]*ndspb.NameTable_NameInfo{
+		"productpage.ns.svc.cluster.local": {Ips: []string{"10.0.0.1"}, Registry: "Kubernetes", Shortname: "productpage", Namespace: "ns"},
+	}}).MarshalVT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -35,8 +50,35 @@ func TestRoundTrip(t *testing.T) {
 		!bytes.Equal(got.Streams[0].Responses[0].Data, s.Streams[0].Responses[0].Data) || !got.Streams[1].Delta {
 		t.Fatalf("round trip: %+v", got)
 	}
+	if got.NameTable == nil || !bytes.Equal(got.NameTable.Data, s.NameTable.Data) || got.NameTable.TypeURL != fastpath.NameTableType {
+		t.Fatalf("name table: %+v", got.NameTable)
+	}
 	if again := encode(t, got); !bytes.Equal(again, b) {
 		t.Fatal("re-encoding a decoded snapshot changed it")
+	}
+	// Load's decode keeps where the name table is and reads it from the file.
+	idx, err := decode(bytes.NewReader(b), int64(len(b)), DefaultMaxBytes, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx.file = bytes.NewReader(b)
+	if nt, err := idx.ReadNameTable(); err != nil || !bytes.Equal(nt, s.NameTable.Data) {
+		t.Fatalf("name table read from the file: %v", err)
+	}
+	// An empty table (Istiod names no host) is a table, not none.
+	s.NameTable.Data = []byte{}
+	b = encode(t, s)
+	for _, keep := range []bool{true, false} {
+		got, err := decode(bytes.NewReader(b), int64(len(b)), DefaultMaxBytes, keep)
+		if err != nil || got.NameTable == nil || got.NameTable.Size() != 0 {
+			t.Fatalf("empty name table (keep %v): %+v %v", keep, got, err)
+		}
+	}
+	// Without one, none.
+	s.NameTable = nil
+	b = encode(t, s)
+	if got, err := Decode(bytes.NewReader(b), int64(len(b)), DefaultMaxBytes); err != nil || got.NameTable != nil {
+		t.Fatalf("no name table: %+v %v", got, err)
 	}
 }
 
@@ -70,13 +112,65 @@ func TestRefusals(t *testing.T) {
 	if err := decode(b, int64(len(b)-1)); !errors.Is(err, ErrOversized) {
 		t.Fatalf("over the bound: %v", err)
 	}
-	c := bytes.Clone(b)
-	c[len(magic)] = 2
-	if err := decode(c, DefaultMaxBytes); !errors.Is(err, ErrVersion) {
-		t.Fatalf("format 2: %v", err)
+	// Format 1 (before the name table record) and any later one are refused whole, naming both.
+	for _, v := range []byte{1, 3} {
+		c := bytes.Clone(b)
+		c[len(magic)] = v
+		err := decode(c, DefaultMaxBytes)
+		if !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), fmt.Sprintf("format %d, this agent reads only format 2", v)) {
+			t.Fatalf("format %d: %v", v, err)
+		}
 	}
 	if err := decode(append(bytes.Clone(b), 0), DefaultMaxBytes); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("trailing byte: %v", err)
+	}
+}
+
+// misplacedNameTables are snapshots, checksummed, whose name table record is where the format
+// has none: twice, before the certificate, after a stream.
+func misplacedNameTables(t testing.TB) map[string][]byte {
+	c := Certs{Chain: []byte("c"), Key: []byte("k"), Roots: []byte("r")}
+	nt := sampleNameTable(t)
+	out := map[string][]byte{}
+	for name, write := range map[string]func(e *encoder){
+		"twice": func(e *encoder) {
+			e.meta(testID, time.Unix(1700000000, 0))
+			e.certs(c)
+			e.nameTable(int64(len(nt)), bytes.NewReader(nt))
+			e.nameTable(int64(len(nt)), bytes.NewReader(nt))
+		},
+		"before certs": func(e *encoder) {
+			e.meta(testID, time.Unix(1700000000, 0))
+			e.nameTable(int64(len(nt)), bytes.NewReader(nt))
+			e.certs(c)
+		},
+		"after a stream": func(e *encoder) {
+			e.meta(testID, time.Unix(1700000000, 0))
+			e.certs(c)
+			e.stream(false, testID.NodeID)
+			e.nameTable(int64(len(nt)), bytes.NewReader(nt))
+		},
+	} {
+		var b bytes.Buffer
+		e := newEncoder(&b)
+		write(e)
+		if err := e.close(); err != nil {
+			t.Fatal(err)
+		}
+		out[name] = b.Bytes()
+	}
+	return out
+}
+
+// TestNameTablePlace: a name table record out of its place is refused, by both decoders.
+func TestNameTablePlace(t *testing.T) {
+	for name, b := range misplacedNameTables(t) {
+		for _, keep := range []bool{true, false} {
+			s, err := decode(bytes.NewReader(b), int64(len(b)), DefaultMaxBytes, keep)
+			if s != nil || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "name table record out of place") {
+				t.Fatalf("%s (keep %v): %v", name, keep, err)
+			}
+		}
 	}
 }
 
@@ -117,6 +211,7 @@ func TestCheck(t *testing.T) {
 			s.Streams[0].Responses[0].TypeURL = fastpath.ListenerType
 		}, "recorded as"},
 		{"malformed response", func(s *Snapshot, _ *Identity, _ *time.Time) { s.Streams[0].Responses[0].Data = []byte{0xff, 0xff} }, "snapshot response"},
+		{"malformed name table", func(s *Snapshot, _ *Identity, _ *time.Time) { s.NameTable.Data = []byte{0xff, 0xff} }, "snapshot name table"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, id, at := sample(t, good), testID, now
@@ -154,6 +249,15 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, sample(f, Certs{Chain: []byte("c"), Key: []byte("k"), Roots: []byte("r")})))
 	f.Add([]byte(magic + "\x01"))
 	f.Add([]byte(magic + "\x01\x01\xff\xff\xff\xff\x0f"))
+	f.Add([]byte(magic + "\x02"))
+	f.Add([]byte(magic + "\x02\x05\x03abc"))
+	f.Add([]byte(magic + "\x02\x05\xff\xff\xff\xff\x0f"))
+	noTable := sample(f, Certs{Chain: []byte("c"), Key: []byte("k"), Roots: []byte("r")})
+	noTable.NameTable = nil
+	f.Add(encode(f, noTable))
+	for _, b := range misplacedNameTables(f) {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Decode(bytes.NewReader(b), int64(len(b)), 1<<20)
 		idx, ierr := decode(bytes.NewReader(b), int64(len(b)), 1<<20, false)
@@ -162,6 +266,15 @@ func FuzzDecode(f *testing.F) {
 		}
 		if ierr == nil && len(idx.Streams) != len(s.Streams) {
 			t.Fatal("Load's decode found other streams")
+		}
+		if ierr == nil && (idx.NameTable == nil) != (s.NameTable == nil) {
+			t.Fatal("Load's decode found another name table")
+		}
+		if ierr == nil && idx.NameTable != nil {
+			idx.file = bytes.NewReader(b)
+			if nt, err := idx.ReadNameTable(); err != nil || !bytes.Equal(nt, s.NameTable.Data) {
+				t.Fatalf("Load's decode reads another name table: %v", err)
+			}
 		}
 		if err != nil {
 			if s != nil {

@@ -69,6 +69,9 @@ func encode(t testing.TB, s *Snapshot) []byte {
 	e := newEncoder(&b)
 	e.meta(s.Identity, s.Written)
 	e.certs(s.Certs)
+	if nt := s.NameTable; nt != nil {
+		e.nameTable(int64(len(nt.Data)), bytes.NewReader(nt.Data))
+	}
 	for _, st := range s.Streams {
 		e.stream(st.Delta, st.NodeID)
 		for _, r := range st.Responses {

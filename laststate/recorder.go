@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc/mem"
 
+	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/atomicfile"
 	"github.com/wingman-mesh/wingman/internal/clock"
 	"github.com/wingman-mesh/wingman/internal/metric"
@@ -71,6 +72,8 @@ type Recorder struct {
 	writes  uint64
 	written chan struct{} // closed and replaced on every write or skip
 	wake    chan struct{} // capacity 1
+	ntNext  []byte        // the name table accepted last and not yet spooled (only the newest waits)
+	ntSet   bool          // ntNext is set (an empty table is a table)
 
 	// Owned by the Run goroutine.
 	keys    map[streamKey]*keyState
@@ -79,6 +82,7 @@ type Recorder struct {
 	flushes []chan struct{} // closed by the next write or skip (tests)
 	tooBig  bool            // the last snapshot was over the bound (warned once until it fits again)
 	merge   mergeScratch    // merge.go's buffers
+	nt      *spooled        // the DNS proxy's name table last accepted; nil: none yet
 }
 
 type recorderMetrics struct {
@@ -187,6 +191,9 @@ func (r *Recorder) Path() string { return r.path }
 // a restart do not shrink the snapshot to the types ACKed so far: each type is replaced when a
 // client first accepts a response of it. Call before Run.
 func (r *Recorder) Seed(s *Snapshot) error {
+	if err := r.seedNameTable(s); err != nil {
+		return err
+	}
 	for _, st := range s.Streams {
 		k := r.key(streamKey{st.Delta, st.NodeID})
 		for _, resp := range st.Responses {
@@ -205,6 +212,19 @@ func (r *Recorder) Seed(s *Snapshot) error {
 	return nil
 }
 
+// seedNameTable spools the earlier snapshot's name table, kept until the DNS proxy accepts one.
+func (r *Recorder) seedNameTable(s *Snapshot) error {
+	if s.NameTable == nil {
+		return nil
+	}
+	file, err := r.spoolFrom(s.Open(*s.NameTable))
+	if err != nil {
+		return err
+	}
+	r.nt = &spooled{file: file, size: s.NameTable.Size(), typeURL: fastpath.NameTableType}
+	return nil
+}
+
 func (r *Recorder) key(k streamKey) *keyState {
 	ks := r.keys[k]
 	if ks == nil {
@@ -217,6 +237,50 @@ func (r *Recorder) key(k streamKey) *keyState {
 // Stream implements mux.Recorder.
 func (r *Recorder) Stream(delta bool, nodeID string) mux.StreamRecorder {
 	return &streamRec{r: r, key: streamKey{delta, nodeID}}
+}
+
+// NameTable records the DNS proxy's name table the agent just accepted: raw is the NameTable
+// resource's bytes as the agent's NDS handler got them, kept as they are (not copied: the caller
+// must not change them) until the Run goroutine spools them, off the stream's goroutine. Only the
+// newest table waits: one accepted before it was spooled is superseded, never queued, so the
+// recorder holds at most one table besides the spools.
+func (r *Recorder) NameTable(raw []byte) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.ntNext, r.ntSet = raw, true
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeNameTable spools the name table waiting, if any, in place of the last one.
+func (r *Recorder) takeNameTable() {
+	r.mu.Lock()
+	raw, set := r.ntNext, r.ntSet
+	r.ntNext, r.ntSet = nil, false
+	r.mu.Unlock()
+	if !set {
+		return
+	}
+	file, err := r.spoolBytes(raw)
+	if err != nil {
+		// The older table on disk is not what the DNS proxy serves now: left out, not kept stale.
+		r.log.Warn("last state: the DNS name table is not recorded; it is left out of the snapshot", "err", err)
+		file = ""
+	}
+	if r.nt != nil {
+		removeAll([]spooled{*r.nt})
+		r.nt = nil
+	}
+	if file != "" {
+		r.nt = &spooled{file: file, size: int64(len(raw)), typeURL: fastpath.NameTableType}
+	}
+	r.dirty = true
 }
 
 // CertsChanged asks for the snapshot to be rewritten with the current certificate.
@@ -313,6 +377,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 		r.closed = true
 		q := r.q
 		r.q = nil
+		r.ntNext, r.ntSet = nil, false
 		r.mu.Unlock()
 		for _, e := range q {
 			if e.buf != nil {
@@ -340,6 +405,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 		if len(batch) > 0 {
 			continue // drain before writing
 		}
+		r.takeNameTable()
 		var due <-chan time.Time
 		if r.dirty {
 			// At most one write per writeInterval: a burst of pushes and ACKs costs one.
@@ -539,6 +605,9 @@ func (r *Recorder) write() {
 	}
 	est := int64(1 << 10)
 	est += int64(len(certs.Chain) + len(certs.Key) + len(certs.Roots))
+	if r.nt != nil {
+		est += r.nt.size + 16
+	}
 	for _, k := range keys {
 		for _, tl := range r.keys[k].types {
 			if tl.broken {
@@ -564,6 +633,11 @@ func (r *Recorder) write() {
 		e := newEncoder(w)
 		e.meta(r.cfg.Identity, r.cfg.Clock.Now())
 		e.certs(certs)
+		if r.nt != nil {
+			if err := copyNameTable(e, *r.nt); err != nil {
+				return err
+			}
+		}
 		for _, k := range keys {
 			types := r.keys[k].types
 			names := slices.Sorted(maps.Keys(types))
@@ -604,6 +678,16 @@ func copySpooled(e *encoder, sp spooled) error {
 	}
 	defer f.Close()
 	e.response(sp.typeURL, sp.version, sp.size, f)
+	return e.err
+}
+
+func copyNameTable(e *encoder, sp spooled) error {
+	f, err := os.Open(sp.file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	e.nameTable(sp.size, f)
 	return e.err
 }
 

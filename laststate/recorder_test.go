@@ -244,3 +244,95 @@ func TestRecorderDeltaGap(t *testing.T) {
 		t.Fatalf("after a new stream's ACK: %q, want cds-4", v)
 	}
 }
+
+// nameTableOf is the name table of the snapshot in dir, "none" without one.
+func nameTableOf(t *testing.T, dir string) string {
+	t.Helper()
+	s, err := Load(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.NameTable == nil {
+		return "none"
+	}
+	b, err := s.ReadNameTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestRecorderNameTable: the DNS name table the agent accepted is in the snapshot as it was
+// handed over; a newer one replaces it (one superseded before it was spooled is never written);
+// an empty table is a table; it counts towards the bound; a recorder seeded from an earlier
+// snapshot keeps its table until the agent accepts another.
+func TestRecorderNameTable(t *testing.T) {
+	dir := shmDir(t)
+	c := Certs{Chain: []byte("c"), Key: []byte("k"), Roots: []byte("r")}
+	rec, _, _ := runRecorder(t, dir, c, 8<<10)
+	sr := rec.Stream(false, testID.NodeID)
+	send(sr, cds("cds-1", "n1", 50))
+	sr.Answered(fastpath.ClusterType, "n1", true)
+	flush(t, rec)
+	if nt := nameTableOf(t, dir); nt != "none" {
+		t.Fatalf("before any name table: %q", nt)
+	}
+	rec.NameTable([]byte("table-1"))
+	flush(t, rec)
+	if nt := nameTableOf(t, dir); nt != "table-1" || snapVersion(t, dir) != "cds-1" {
+		t.Fatalf("name table %q, CDS %s", nt, snapVersion(t, dir))
+	}
+	rec.NameTable([]byte("table-2"))
+	rec.NameTable([]byte("table-3"))
+	flush(t, rec)
+	if nt := nameTableOf(t, dir); nt != "table-3" {
+		t.Fatalf("after two tables: %q, want the newer", nt)
+	}
+	if spools, _ := os.ReadDir(filepath.Join(dir, SpoolDir)); len(spools) != 2 {
+		t.Fatalf("%d spool files, want the CDS response and one table", len(spools))
+	}
+	rec.NameTable([]byte{})
+	flush(t, rec)
+	if s, err := Load(dir, 0); err != nil || s.NameTable == nil || s.NameTable.Size() != 0 {
+		t.Fatalf("empty table: %+v %v", s, err)
+	} else {
+		s.Close()
+	}
+	rec.NameTable(bytes.Repeat([]byte("n"), 8<<10))
+	flush(t, rec)
+	if _, err := os.Stat(filepath.Join(dir, FileName)); !os.IsNotExist(err) {
+		t.Fatalf("a name table over the bound written: %v", err)
+	}
+	rec.NameTable([]byte("table-4"))
+	flush(t, rec)
+
+	// The next agent, seeded from this snapshot, writes the table on until it accepts another.
+	prev, err := Load(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prev.Close()
+	dir2 := shmDir(t)
+	rec2, err := NewRecorder(RecorderConfig{Dir: dir2, Identity: testID, Certs: func() (Certs, bool) { return c, true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec2.Seed(prev); err != nil { // before Run, as the agent does
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rec2.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	rec2.CertsChanged()
+	flush(t, rec2)
+	if nt := nameTableOf(t, dir2); nt != "table-4" || snapVersion(t, dir2) != "cds-1" {
+		t.Fatalf("seeded: name table %q, CDS %s", nt, snapVersion(t, dir2))
+	}
+	rec2.NameTable([]byte("table-5"))
+	flush(t, rec2)
+	if nt := nameTableOf(t, dir2); nt != "table-5" {
+		t.Fatalf("seeded, then a new table: %q", nt)
+	}
+}

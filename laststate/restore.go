@@ -17,6 +17,7 @@ import (
 
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/metric"
+	"github.com/wingman-mesh/wingman/internal/ndspb"
 	"github.com/wingman-mesh/wingman/mux"
 )
 
@@ -68,7 +69,8 @@ func load(f *os.File, dir, path string, max int64) (*Snapshot, error) {
 // Check refuses a snapshot that is not this pod's (node id, namespace, service account, trust
 // domain), whose certificate is not valid now, does not match its key, does not name this
 // workload's SPIFFE identity or is not verified by its roots, or whose responses do not parse as
-// what their records say.
+// what their records say, or whose name table does not decode as a NameTable (as the DNS proxy
+// decodes it: dns.Server.UpdateNameTable).
 func (s *Snapshot) Check(id Identity, now time.Time) error {
 	if s.Identity != id {
 		return fmt.Errorf("snapshot belongs to another workload (node %q, namespace %q, service account %q, trust domain %q)",
@@ -106,6 +108,15 @@ func (s *Snapshot) Check(id Identity, now time.Time) error {
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
 		return fmt.Errorf("snapshot roots do not verify its certificate: %w", err)
 	}
+	if s.NameTable != nil {
+		b, err := s.ReadNameTable()
+		if err == nil {
+			err = (&ndspb.NameTable{}).UnmarshalVT(b)
+		}
+		if err != nil {
+			return fmt.Errorf("snapshot name table: %w", err)
+		}
+	}
 	var scan fastpath.ResponseScanner
 	buf := make([]byte, 32<<10)
 	for _, st := range s.Streams {
@@ -132,6 +143,19 @@ func (s *Snapshot) Check(id Identity, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// ReadNameTable returns the bytes of the snapshot's name table (nil when it holds none), whole:
+// the DNS proxy takes it whole. Its size is bounded by the snapshot's.
+func (s *Snapshot) ReadNameTable() ([]byte, error) {
+	if s.NameTable == nil {
+		return nil, nil
+	}
+	b := make([]byte, s.NameTable.Size())
+	if _, err := io.ReadFull(s.Open(*s.NameTable), b); err != nil {
+		return nil, fmt.Errorf("read the name table: %w", err)
+	}
+	return b, nil
 }
 
 type scanWriter struct{ s *fastpath.ResponseScanner }

@@ -70,10 +70,13 @@ type world struct {
 	addr      string
 	root, tok string
 	certs     Certs
+	// agentTypes, when set, gives each run's proxy the agent's own subscriptions.
+	agentTypes func(rec *Recorder) map[string]mux.Handler
 }
 
-func newWorld(t *testing.T) *world {
-	cp, err := controlplane.New(controlplane.Config{Token: token, Types: []string{fastpath.ClusterType, fastpath.ListenerType}, VersionPrefixes: true})
+// newWorld serves clusters, listeners and the extra types.
+func newWorld(t *testing.T, extra ...string) *world {
+	cp, err := controlplane.New(controlplane.Config{Token: token, Types: append([]string{fastpath.ClusterType, fastpath.ListenerType}, extra...), VersionPrefixes: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +123,9 @@ func (w *world) start(t *testing.T, dir string, src func(reg *metric.Registry) m
 		Backoff:  mux.Backoff{Base: 20 * time.Millisecond, Max: 100 * time.Millisecond}}
 	if src != nil {
 		cfg.Restore = src(reg)
+	}
+	if w.agentTypes != nil {
+		cfg.AgentTypes = w.agentTypes(rec)
 	}
 	p, err := mux.New(cfg)
 	if err != nil {

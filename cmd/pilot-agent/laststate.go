@@ -10,6 +10,7 @@ import (
 
 	"github.com/wingman-mesh/wingman/certs"
 	"github.com/wingman-mesh/wingman/cmd/pilot-agent/lifecycle"
+	"github.com/wingman-mesh/wingman/dns"
 	"github.com/wingman-mesh/wingman/internal/istiolog"
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/laststate"
@@ -59,12 +60,29 @@ func (ls lastStateParts) service(m *certs.Manager) *lifecycle.Service {
 	}}
 }
 
+// nameTableHandler is the agent's NDS handler: each NameTable Istiod sends goes to the DNS proxy
+// and, once the proxy took it, to the recorder (the resource's bytes as received). A restored
+// table is replaced the same way when Istiod is back.
+func (ls lastStateParts) nameTableHandler(d *dns.Server) mux.Handler {
+	rec := ls.rec
+	return func(res [][]byte) error {
+		if err := d.UpdateNameTable(res[0]); err != nil {
+			return err
+		}
+		if rec != nil {
+			rec.NameTable(res[0])
+		}
+		return nil
+	}
+}
+
 // lastState builds the last-state parts: off unless WINGMAN_LAST_STATE is set and the agent has
 // a CA-signed certificate to keep; refused, named, unless the proxy directory is a tmpfs. It
 // restores the snapshot when Istiod cannot be reached within laststate.DialBudget and the
 // snapshot is this pod's, in date and verified; otherwise the agent starts as without it, with
-// one warning saying why.
-func (a *agent) lastState(reg *metric.Registry, m *certs.Manager) lastStateParts {
+// one warning saying why. Restoring, the DNS proxy d (nil: not running) gets the snapshot's name
+// table here, before the xDS proxy serves Envoy anything.
+func (a *agent) lastState(reg *metric.Registry, m *certs.Manager, d *dns.Server) lastStateParts {
 	env := a.env
 	if !env.LastState {
 		return lastStateParts{}
@@ -111,13 +129,37 @@ func (a *agent) lastState(reg *metric.Registry, m *certs.Manager) lastStateParts
 		log.Info("Istiod reachable; the last-state snapshot is not restored", "written", snap.Written.UTC().Format(time.RFC3339))
 		return ls
 	}
+	var table []byte // read before anything is applied: a failure leaves the agent as it was
+	if d != nil {
+		if table, err = snap.ReadNameTable(); err != nil {
+			log.Warn("last-state snapshot not restored; starting without it", "reason", reason(err))
+			return ls
+		}
+	}
 	if serr := m.Seed(snap.Certs.Chain, snap.Certs.Key, snap.Certs.Roots); serr != nil {
 		log.Warn("last-state snapshot not restored; starting without it", "reason", reason(serr))
 		return ls
 	}
+	dnsTable := "" // the log line's word on the DNS proxy's table; empty: no DNS proxy
+	switch {
+	case d == nil:
+	case snap.NameTable == nil:
+		dnsTable = "none in the snapshot: mesh names resolve once Istiod answers"
+	default:
+		// Check decoded it as UpdateNameTable does: this does not fail on a checked snapshot.
+		if uerr := d.UpdateNameTable(table); uerr != nil {
+			dnsTable = "not restored: " + uerr.Error()
+		} else {
+			dnsTable = fmt.Sprintf("restored (%d bytes)", len(table))
+		}
+	}
 	ls.restore = laststate.NewSource(snap, prefixed, log)
-	log.Info("serving the last-state snapshot until Istiod answers", "why", fmt.Sprintf("Istiod at %s not reachable within %v: %v", a.settings.DiscoveryAddress, laststate.DialBudget, why),
-		"age", now.Sub(snap.Written).Round(time.Millisecond), "written", snap.Written.UTC().Format(time.RFC3339), "versions", strings.Join(snap.Versions(), ","))
+	attrs := []any{"why", fmt.Sprintf("Istiod at %s not reachable within %v: %v", a.settings.DiscoveryAddress, laststate.DialBudget, why),
+		"age", now.Sub(snap.Written).Round(time.Millisecond), "written", snap.Written.UTC().Format(time.RFC3339), "versions", strings.Join(snap.Versions(), ",")}
+	if dnsTable != "" {
+		attrs = append(attrs, "dns_name_table", dnsTable)
+	}
+	log.Info("serving the last-state snapshot until Istiod answers", attrs...)
 	return ls
 }
 

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,13 @@ func lastStateAgent(t *testing.T, dir, addr string, environ []string) (*agent, *
 // response, with a workload certificate lab/testca signed for id's SPIFFE identity.
 func writeSnapshot(t *testing.T, a *agent, dir string, id laststate.Identity) {
 	t.Helper()
+	writeSnapshotWith(t, a, dir, id, nil)
+}
+
+// writeSnapshotWith is writeSnapshot; before, when set, hears the recorder before it runs (what
+// it is handed then is in the snapshot written).
+func writeSnapshotWith(t *testing.T, a *agent, dir string, id laststate.Identity, before func(*laststate.Recorder)) {
+	t.Helper()
 	ca, err := testca.New(testca.Config{TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +83,9 @@ func writeSnapshot(t *testing.T, a *agent, dir string, id laststate.Identity) {
 		[][]byte{fastpath.AppendResource(nil, fastpath.ClusterType, []byte("\x0a\x01c"))})
 	if err := rec.Seed(&laststate.Snapshot{Streams: []laststate.Stream{{NodeID: id.NodeID, Responses: []laststate.Response{{TypeURL: fastpath.ClusterType, Version: "cds-7", Data: cds}}}}}); err != nil {
 		t.Fatal(err)
+	}
+	if before != nil {
+		before(rec)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -103,15 +114,7 @@ func shm(t *testing.T) string {
 // metric at 1, one log line naming age and versions), and does not restore it when Istiod
 // answers, nor a snapshot of another workload.
 func TestLastStateRestoresWithoutIstiod(t *testing.T) {
-	refused := func() string { // a port with nothing listening: the dial is refused
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return addr
-	}
+	refused := func() string { return refusedAddr(t) }
 	on := []string{"WINGMAN_LAST_STATE=true"}
 	t.Run("istiod down", func(t *testing.T) {
 		dir := shm(t)
@@ -119,7 +122,7 @@ func TestLastStateRestoresWithoutIstiod(t *testing.T) {
 		id := laststate.Identity{NodeID: a.nodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"}
 		writeSnapshot(t, a, dir, id)
 		reg := metric.NewRegistry()
-		ls := a.lastState(reg, m)
+		ls := a.lastState(reg, m, nil)
 		if ls.rec == nil || ls.restore == nil {
 			t.Fatalf("not restored; log:\n%s", out.String())
 		}
@@ -146,16 +149,46 @@ func TestLastStateRestoresWithoutIstiod(t *testing.T) {
 		}
 		defer l.Close()
 		a, m, out := lastStateAgent(t, dir, l.Addr().String(), on)
-		writeSnapshot(t, a, dir, laststate.Identity{NodeID: a.nodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"})
-		if ls := a.lastState(metric.NewRegistry(), m); ls.rec == nil || ls.restore != nil {
+		writeSnapshotWith(t, a, dir, laststate.Identity{NodeID: a.nodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"},
+			func(rec *laststate.Recorder) { rec.NameTable(nameTable(t, "10.0.0.1")) })
+		d, _ := dnsProxy(t)
+		if ls := a.lastState(metric.NewRegistry(), m, d); ls.rec == nil || ls.restore != nil {
 			t.Fatalf("recorder %v, restored %v with Istiod up; log:\n%s", ls.rec != nil, ls.restore != nil, out.String())
+		}
+		if d.Ready() {
+			t.Fatal("the snapshot's name table given to the DNS proxy with Istiod up")
+		}
+	})
+	t.Run("format 1", func(t *testing.T) {
+		// A snapshot of the format before the NameTable record (format 2) is refused whole, with
+		// one warning naming both formats; nothing of it is served.
+		dir := shm(t)
+		a, m, out := lastStateAgent(t, dir, refused(), on)
+		writeSnapshot(t, a, dir, laststate.Identity{NodeID: a.nodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"})
+		path := filepath.Join(dir, laststate.FileName)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len("WMLSTATE")] = 1
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if ls := a.lastState(metric.NewRegistry(), m, nil); ls.restore != nil {
+			t.Fatal("a format-1 snapshot restored")
+		}
+		if _, _, _, ok := m.Current(); ok {
+			t.Fatal("a format-1 snapshot's certificate in service")
+		}
+		if n := strings.Count(out.String(), "level=WARN"); n != 1 || !strings.Contains(out.String(), "format 1, this agent reads only format 2") {
+			t.Fatalf("want one warning naming both formats; log:\n%s", out.String())
 		}
 	})
 	t.Run("foreign", func(t *testing.T) {
 		dir := shm(t)
 		a, m, out := lastStateAgent(t, dir, refused(), on)
 		writeSnapshot(t, a, dir, laststate.Identity{NodeID: "sidecar~10.0.0.2~app-2.ns~ns.svc.cluster.local", Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"})
-		if ls := a.lastState(metric.NewRegistry(), m); ls.restore != nil {
+		if ls := a.lastState(metric.NewRegistry(), m, nil); ls.restore != nil {
 			t.Fatal("another pod's snapshot restored")
 		}
 		if _, _, _, ok := m.Current(); ok {
@@ -178,7 +211,7 @@ func TestLastStateOffByDefault(t *testing.T) {
 	}
 	on, _, _ := lastStateAgent(t, dir, "127.0.0.1:1", []string{"WINGMAN_LAST_STATE=true"})
 	writeSnapshot(t, on, dir, laststate.Identity{NodeID: a.nodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"})
-	ls := a.lastState(metric.NewRegistry(), m)
+	ls := a.lastState(metric.NewRegistry(), m, nil)
 	var cfg mux.Config
 	ls.apply(&cfg)
 	if ls.rec != nil || ls.restore != nil || cfg.Recorder != nil || cfg.Restore != nil || ls.service(m) != nil {
@@ -193,7 +226,7 @@ func TestLastStateOffByDefault(t *testing.T) {
 		t.Skip("the test's temporary directory is a tmpfs")
 	}
 	b, m2, out2 := lastStateAgent(t, disk, "127.0.0.1:1", []string{"WINGMAN_LAST_STATE=true"})
-	if ls := b.lastState(metric.NewRegistry(), m2); ls.rec != nil || ls.restore != nil {
+	if ls := b.lastState(metric.NewRegistry(), m2, nil); ls.rec != nil || ls.restore != nil {
 		t.Fatal("last state kept on a directory that is not a tmpfs")
 	}
 	if !strings.Contains(out2.String(), disk) || !strings.Contains(out2.String(), "not on a tmpfs") {

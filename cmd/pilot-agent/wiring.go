@@ -145,7 +145,7 @@ func partServices(a *agent, envoy *supervisor.Supervisor) ([]lifecycle.Service, 
 		return nil, err
 	}
 	services = append(services, wasmServices...)
-	ls := a.lastState(reg, manager) // laststate.go
+	ls := a.lastState(reg, manager, dnsServer) // laststate.go
 	if svc := ls.service(manager); svc != nil {
 		services = append(services, *svc)
 	}
@@ -309,13 +309,7 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server, 
 			up.ClientCertificate = m.GetClientCertificate
 		}
 	}
-	agentTypes := map[string]mux.Handler{}
-	if d != nil {
-		agentTypes[fastpath.NameTableType] = func(res [][]byte) error { return d.UpdateNameTable(res[0]) }
-	}
-	if env.ProxyConfigXDSAgent && m != nil {
-		agentTypes[fastpath.ProxyConfigType] = pcdsHandler(m)
-	}
+	agentTypes := a.agentTypes(m, d, ls)
 	var rewriters map[string]mux.Rewriter
 	if rewriteECDS != nil {
 		rewriters = map[string]mux.Rewriter{fastpath.ExtensionConfigType: rewriteECDS}
@@ -330,6 +324,19 @@ func (a *agent) xdsProxy(reg *metric.Registry, m *certs.Manager, d *dns.Server, 
 	}
 	ls.apply(&cfg)
 	return mux.New(cfg)
+}
+
+// agentTypes are the agent's own subscriptions: NDS for the DNS proxy d (recorded with
+// WINGMAN_LAST_STATE), PCDS for the certificates.
+func (a *agent) agentTypes(m *certs.Manager, d *dns.Server, ls lastStateParts) map[string]mux.Handler {
+	agentTypes := map[string]mux.Handler{}
+	if d != nil {
+		agentTypes[fastpath.NameTableType] = ls.nameTableHandler(d) // laststate.go
+	}
+	if a.env.ProxyConfigXDSAgent && m != nil {
+		agentTypes[fastpath.ProxyConfigType] = pcdsHandler(m)
+	}
+	return agentTypes
 }
 
 // bootstrapConfig is the bootstrap package's view of the agent.

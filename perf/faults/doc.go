@@ -6,7 +6,8 @@
 // the agent survived it (pushes the stand-in reports, connection attempts the link sees) and
 // prints its figures; `make faults` runs them and the closing log gives them as a table.
 // last_state and last_state_off (issue 31, laststate_test.go) kill the agent and the stand-in
-// and start them again in the same directory, its ./etc/istio/proxy a tmpfs (restart.go).
+// and start them again in the same directory, its ./etc/istio/proxy a tmpfs (restart.go);
+// last_state's agent proxies DNS, and its DNS proxy is asked for a mesh name with Istiod down.
 //
 // The rig lives here rather than in perf because perf compares agents with each other over
 // loopback, while every fault needs namespaces, root and a link this package controls; the

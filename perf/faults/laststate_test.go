@@ -9,6 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	mdns "github.com/miekg/dns"
+
+	"github.com/wingman-mesh/wingman/fastpath"
+	"github.com/wingman-mesh/wingman/internal/ndspb"
+	"github.com/wingman-mesh/wingman/lab/controlplane"
+	"github.com/wingman-mesh/wingman/lab/netem"
 	"github.com/wingman-mesh/wingman/laststate"
 	"github.com/wingman-mesh/wingman/perf"
 )
@@ -73,20 +80,86 @@ func waitSnapshot(ctx context.Context, r *Rig, v string) error {
 	}
 }
 
+// dnsAddr is the agent's DNS proxy inside the pod namespace (DNS_PROXY_ADDR in last_state).
+const dnsAddr = "127.0.0.1:15053"
+
+// meshHost is the mesh name last_state's NameTables give an address.
+const meshHost = "reviews.default.svc.cluster.local"
+
+// setNameTable has Istiod serve a NameTable giving meshHost the address ip.
+func setNameTable(cp *controlplane.Server, ip string) {
+	cp.Cache(fastpath.NameTableType).SetResources(map[string]types.Resource{"": &ndspb.NameTable{Table: map[string]*ndspb.NameTable_NameInfo{
+		meshHost: {Ips: []string{ip}, Registry: "Kubernetes", Shortname: "reviews", Namespace: "default"}}}})
+}
+
+// resolveIn asks the agent's DNS proxy, from inside the pod namespace over UDP with miekg/dns,
+// for meshHost's address: the address, or the rcode's name when there is none.
+func resolveIn(ctx context.Context, r *Rig) (string, error) {
+	c, err := netem.Dialer(r.Net.A)(ctx, "udp", dnsAddr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	q := new(mdns.Msg)
+	q.SetQuestion(meshHost+".", mdns.TypeA)
+	co := &mdns.Conn{Conn: c}
+	if err := co.WriteMsg(q); err != nil {
+		return "", err
+	}
+	resp, err := co.ReadMsg()
+	if err != nil {
+		return "", err
+	}
+	for _, rr := range resp.Answer {
+		if a, ok := rr.(*mdns.A); ok {
+			return a.A.String(), nil
+		}
+	}
+	return mdns.RcodeToString[resp.Rcode], nil
+}
+
+// waitResolves asks until the DNS proxy answers meshHost with ip (every 20 ms, the figure's
+// resolution, as readiness is polled) and returns when it did.
+func waitResolves(ctx context.Context, r *Rig, ip string) (time.Time, error) {
+	last := "no answer"
+	for {
+		if got, err := resolveIn(ctx, r); err == nil && got == ip {
+			return time.Now(), nil
+		} else if err != nil {
+			last = err.Error()
+		} else {
+			last = got
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, r.wrap(fmt.Errorf("%s never answered %s (last: %s): %w", meshHost, ip, last, ctx.Err()))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // lastState (issue 31): WINGMAN_LAST_STATE on, the proxy directory a tmpfs. The agent and the
 // stand-in are killed and started again, first with Istiod up (the baseline), then with Istiod
 // down: the stand-in must hold its clusters, listeners and certificate within 1 s of the start,
 // and readiness must come as with Istiod up. Istiod then comes back with a newer push: it must
 // reach the stand-in on the same stream (0 resets), nothing older than the snapshot (0 stale).
+// The agent proxies DNS (ISTIO_META_DNS_CAPTURE): with Istiod down its DNS proxy answers a mesh
+// name from the snapshot's NameTable (readiness, which waits for a table, holds), and Istiod's
+// newer table replaces it when Istiod is back.
 func lastState(t *testing.T, w *world) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	cfg := RigConfig{Bins: w.bins, Env: []string{"WINGMAN_LAST_STATE=true"}, ProxyTmpfs: true}
+	cfg := RigConfig{Bins: w.bins, Env: []string{"WINGMAN_LAST_STATE=true", "ISTIO_META_DNS_CAPTURE=true", "DNS_PROXY_ADDR=" + dnsAddr}, ProxyTmpfs: true,
+		Serve: func(cp *controlplane.Server) { setNameTable(cp, "10.0.0.1") }}
 	r, err := NewRig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
+	if _, err := waitResolves(ctx, r, "10.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
 	big, mem, err := bigPush(ctx, r)
 	if err != nil {
 		t.Fatal(err)
@@ -141,14 +214,16 @@ func lastState(t *testing.T, w *world) {
 		t.Fatal(err)
 	}
 	restoredCfgD, restoredReadyD := restoredCfg.Sub(t0), restoredReady.Sub(t0)
+	dnsRestored, dnsErr := resolveIn(ctx, r) // answered from the snapshot's table, Istiod down
 	memRestored, err := r.Read(ctx, true)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal(r.wrap(err))
 	}
 	logLines := strings.Count(r.out.Last(200), "serving the last-state snapshot until Istiod answers")
 
-	// Istiod back with a newer version.
+	// Istiod back with a newer version and another NameTable.
 	v := r.Push(10, 10<<10, "after-restore-")
+	setNameTable(r.CP, "10.0.0.2")
 	markBack := r.Hub.Mark()
 	back := time.Now()
 	if err := r.ServeCP(0); err != nil {
@@ -165,6 +240,11 @@ func lastState(t *testing.T, w *world) {
 		t.Fatal(r.wrap(err))
 	}
 	certBack := ce.Time().Sub(back)
+	dnsAt, err := waitResolves(ctx, r, "10.0.0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dnsBack := dnsAt.Sub(back)
 	if err := waitSnapshot(ctx, r, v); err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +252,9 @@ func lastState(t *testing.T, w *world) {
 	var fails []string
 	if restoredCfgD > time.Second {
 		fails = append(fails, fmt.Sprintf("configuration and certificate %v after the start, over 1 s", restoredCfgD.Round(time.Millisecond)))
+	}
+	if dnsErr != nil || dnsRestored != "10.0.0.1" {
+		fails = append(fails, fmt.Sprintf("with Istiod down the DNS proxy answered %s %q (%v), want the snapshot's 10.0.0.1", meshHost, dnsRestored, dnsErr))
 	}
 	if logLines != 1 {
 		fails = append(fails, fmt.Sprintf("%d log lines saying which snapshot is served, want 1", logLines))
@@ -183,10 +266,10 @@ func lastState(t *testing.T, w *world) {
 		fails = append(fails, fmt.Sprintf("%d Envoy resets", resets))
 	}
 	w.add(t, row{"last_state (WINGMAN_LAST_STATE on: Istiod down, agent and Envoy killed and started again)",
-		fmt.Sprintf("%s; snapshot %d B (mode %v), agent after it was written: RssAnon %d KiB, live heap %d KiB; Istiod down: clusters, listeners and certificate at the stand-in %v after the start, ready %v (Istiod up: %v and %v), agent serving it: RssAnon %d KiB, live heap %d KiB; Istiod back with %s: at the stand-in after %v, the CA's certificate after %v, versions %v, stale %d, Envoy resets %d",
+		fmt.Sprintf("%s; snapshot %d B (mode %v), agent after it was written: RssAnon %d KiB, live heap %d KiB; Istiod down: clusters, listeners and certificate at the stand-in %v after the start, ready %v (Istiod up: %v and %v), DNS proxy answers %s from the snapshot's NameTable: %s, agent serving it: RssAnon %d KiB, live heap %d KiB; Istiod back with %s: at the stand-in after %v, the CA's certificate after %v, Istiod's NameTable answered after %v, versions %v, stale %d, Envoy resets %d",
 			mem, st.Size(), st.Mode().Perm(), memAfter.AnonKB, memAfter.HeapAlloc>>10, restoredCfgD.Round(time.Millisecond), restoredReadyD.Round(time.Millisecond),
-			liveCfgD.Round(time.Millisecond), liveReadyD.Round(time.Millisecond), memRestored.AnonKB, memRestored.HeapAlloc>>10, v, handover.Round(time.Millisecond), certBack.Round(time.Millisecond), versions, stale(versions), resets),
-		"config and certificate ≤ 1 s after the start, ready as with Istiod up, 0 resets, 0 stale", verdict(fails)})
+			liveCfgD.Round(time.Millisecond), liveReadyD.Round(time.Millisecond), meshHost, dnsRestored, memRestored.AnonKB, memRestored.HeapAlloc>>10, v, handover.Round(time.Millisecond), certBack.Round(time.Millisecond), dnsBack.Round(time.Millisecond), versions, stale(versions), resets),
+		"config and certificate ≤ 1 s after the start, ready as with Istiod up, mesh names resolve from the snapshot, 0 resets, 0 stale", verdict(fails)})
 	if len(fails) > 0 {
 		logResets(t, r)
 		t.Error(verdict(fails))

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/lab/controlplane"
 	"github.com/wingman-mesh/wingman/lab/netem"
 	"github.com/wingman-mesh/wingman/lab/testca"
@@ -64,6 +66,10 @@ type RigConfig struct {
 	// ProxyTmpfs mounts a tmpfs on the agent's ./etc/istio/proxy, as Istio's injection makes
 	// the istio-envoy volume a memory-backed emptyDir (restart.go).
 	ProxyTmpfs bool
+	// Serve, when set, fills the control plane's caches further before the agent first starts
+	// (go-control-plane answers a subscription of an empty cache with nothing the agent ACKs,
+	// and then holds later pushes of that type back).
+	Serve func(cp *controlplane.Server)
 }
 
 // NewRig builds the namespaces, starts the control plane in C and the agent in A, pushes the
@@ -90,7 +96,8 @@ func NewRig(ctx context.Context, cfg RigConfig) (_ *Rig, err error) {
 	if err != nil {
 		return r, err
 	}
-	r.CP, err = controlplane.New(controlplane.Config{Token: perf.Token, Types: []string{perf.ClusterType, perf.ListenerType},
+	// NDS is served too: an agent with DNS capture subscribes it (last_state sets a table).
+	r.CP, err = controlplane.New(controlplane.Config{Token: perf.Token, Types: []string{perf.ClusterType, perf.ListenerType, fastpath.NameTableType},
 		VersionPrefixes: true, CA: ca, StreamInterceptor: r.timeSends})
 	if err != nil {
 		return r, err
@@ -103,6 +110,9 @@ func NewRig(ctx context.Context, cfg RigConfig) (_ *Rig, err error) {
 	r.serve(l, 0)
 	r.Push(10, 10<<10, "init")
 	r.CP.Cache(perf.ListenerType).SetResources(perf.Listeners(2))
+	if cfg.Serve != nil {
+		cfg.Serve(r.CP)
+	}
 	if cfg.ProxyTmpfs {
 		if err := r.mountProxyTmpfs(); err != nil { // restart.go
 			return r, err
@@ -245,11 +255,29 @@ func (r *Rig) startAgent(cfg RigConfig) error {
 	cmd := exec.Command("ip", "netns", "exec", r.Net.A, cfg.Bins.Agent, "proxy", "sidecar")
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = r.Dir, env, r.out, r.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// Pdeathsig fires when the thread that forked the agent ends, not the process (prctl(2)):
+	// netem.Do ends every thread it entered a namespace on, and that could be the forking thread,
+	// killing the agent mid-scenario (the likely cause of one last_state run in 14 whose agent's
+	// pid was gone after readiness). The forking goroutine keeps its thread locked, so no other
+	// goroutine runs on it, until the agent has been waited for.
+	started := make(chan error, 1)
+	done := r.done
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(done)
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(done)
+	}()
+	if err := <-started; err != nil {
 		return fmt.Errorf("start pilot-agent: %w", err)
 	}
 	r.agent = cmd
-	go func() { _ = cmd.Wait(); close(r.done) }()
 	return nil
 }
 

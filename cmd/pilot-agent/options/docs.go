@@ -76,7 +76,7 @@ var Documented = []Group{
 		{"AUTOMEMLIMIT", "0.9", "share of the cgroup memory limit used as GOMEMLIMIT, or off"},
 		{"WINGMAN_XDS_CLOSE_ON_UPSTREAM_LOSS", "false", "Wingman only: close Envoy's xDS stream when Istiod's goes away (Istio's behaviour) instead of reconnecting and replaying"},
 		{"WINGMAN_XDS_MAX_MESSAGE_BYTES", "67108864", "Wingman only: largest xDS message the proxy accepts in either direction"},
-		{"WINGMAN_LAST_STATE", "false", "Wingman only: keep a snapshot of what Envoy last accepted and the workload certificate on the tmpfs proxy volume, and serve it at a start during an Istiod outage"},
+		{"WINGMAN_LAST_STATE", "false", "Wingman only: keep a snapshot of what Envoy last accepted, the DNS proxy's name table and the workload certificate on the tmpfs proxy volume, and serve it at a start during an Istiod outage"},
 		{"ENVOY_SKIP_DEPRECATED_LOGS", "true", "pass --skip-deprecated-logs"},
 		{"DISABLE_ENVOY", "false", "run the agent without Envoy"},
 		{"ISTIO_CPU_LIMIT", "0", "CPU limit; sets concurrency when ProxyConfig has none"},
