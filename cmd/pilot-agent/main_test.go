@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -59,6 +60,9 @@ type pod struct {
 	ev    chan string
 	admin int
 	bin   string // the agent binary; "" is agentBin
+	// out and errb are the output of the command cmd made last, for wait's failure message
+	// (the stand-in's own output comes through the agent's).
+	out, errb *syncbuf.Buffer
 }
 
 func newPod(t *testing.T, proxyConfig string, env ...string) *pod {
@@ -101,6 +105,7 @@ func (p *pod) cmd(t *testing.T, args ...string) (*exec.Cmd, *syncbuf.Buffer, *sy
 	c.Dir, c.Env = p.dir, p.env
 	var out, errb syncbuf.Buffer
 	c.Stdout, c.Stderr = &out, &errb
+	p.out, p.errb = &out, &errb
 	return c, &out, &errb
 }
 
@@ -137,7 +142,11 @@ func (p *pod) wait(t *testing.T, prefix string) string {
 				return ev
 			}
 		case <-timeout:
-			t.Fatalf("no %q event from the stand-in envoy", prefix)
+			var out, errb string
+			if p.out != nil {
+				out, errb = p.out.String(), p.errb.String()
+			}
+			t.Fatalf("no %q event from the stand-in envoy in 20 s; the agent's stdout:\n%s\nstderr:\n%s", prefix, out, errb)
 		}
 	}
 }
@@ -157,14 +166,34 @@ func (p *pod) nothingStarted(t *testing.T) {
 	}
 }
 
+// portsGiven are the ports freePort has handed out in this test process.
+var portsGiven struct {
+	sync.Mutex
+	m map[int]bool
+}
+
+// freePort is a TCP port free on 127.0.0.1 now, never one it gave before: a port is closed
+// once picked, and the kernel may pick it again for the next caller (a pod's admin and status
+// ports the same, so Envoy's stand-in or the agent cannot bind).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsGiven.Lock()
+	defer portsGiven.Unlock()
+	if portsGiven.m == nil {
+		portsGiven.m = map[int]bool{}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !portsGiven.m[port] {
+			portsGiven.m[port] = true
+			return port
+		}
+	}
 }
 
 func TestUsageErrors(t *testing.T) {
