@@ -16,6 +16,9 @@
 //	PERF_AGENT_PID    the agent whose CPU time the start event reports (default the parent)
 //	PERF_STALL_MS     on SIGUSR1, stop reading ADS responses for this long (default 30000): an
 //	                  Envoy that stops reading (reported as "stall" and "unstall" events)
+//	PERF_ACK_HOLD     when "1", ADS responses are read and reported but none is answered (ACK
+//	                  or NACK) until SIGUSR2: an Envoy slow to apply a large configuration
+//	                  (reported as "hold" and "release" events)
 package main
 
 import (
@@ -88,6 +91,14 @@ func run(ctx context.Context, args []string) error {
 		}
 		stall = time.Duration(ms) * time.Millisecond
 	}
+	var hold chan struct{}
+	switch h := os.Getenv("PERF_ACK_HOLD"); h {
+	case "", "0":
+	case "1":
+		hold = make(chan struct{})
+	default:
+		return fmt.Errorf("PERF_ACK_HOLD=%q: want 1 or 0", h)
+	}
 	st := &state{}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -99,11 +110,17 @@ func run(ctx context.Context, args []string) error {
 	ev.emit(event{Ev: "start", Api: bs.apiType, T0: initialised.UnixNano(), AgentCPU: agentCPU, CPU: ownCPU})
 
 	x := &xdsClient{bs: bs, ev: ev, st: st, nackPrefix: os.Getenv("PERF_NACK_PREFIX"), slow: slow,
-		direct: os.Getenv("PERF_XDS_ADDR"), stall: stall}
+		direct: os.Getenv("PERF_XDS_ADDR"), stall: stall, hold: hold}
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
 	go x.stalls(ctx, usr1)
+	if hold != nil {
+		usr2 := make(chan os.Signal, 1)
+		signal.Notify(usr2, syscall.SIGUSR2)
+		defer signal.Stop(usr2)
+		go x.releases(ctx, usr2)
+	}
 	done := make(chan error, 2)
 	go func() { done <- x.run(ctx) }()
 	nsds := 0

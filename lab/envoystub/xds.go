@@ -39,7 +39,37 @@ type xdsClient struct {
 	slow       time.Duration
 	direct     string
 	stall      time.Duration
-	stallUntil atomic.Int64 // Unix nanoseconds before which ADS responses are not read
+	stallUntil atomic.Int64  // Unix nanoseconds before which ADS responses are not read
+	hold       chan struct{} // nil, or closed on release: until then no ADS response is answered
+}
+
+// releases closes x.hold on the first signal (later ones are ignored) until ctx is done.
+func (x *xdsClient) releases(ctx context.Context, sig <-chan os.Signal) {
+	select {
+	case <-ctx.Done():
+	case <-sig:
+		close(x.hold)
+	}
+}
+
+// held waits, when answers are held, until they are released: the response of type typeURL at
+// version has been reported and is not ACKed (or NACKed) yet, as by an Envoy still applying a
+// large configuration. Reported as "hold" and "release" events.
+func (x *xdsClient) held(ctx context.Context, typeURL, version string) {
+	if x.hold == nil {
+		return
+	}
+	select {
+	case <-x.hold:
+		return
+	default:
+	}
+	x.ev.emit(event{Ev: "hold", Type: typeURL, Version: version})
+	select {
+	case <-ctx.Done():
+	case <-x.hold:
+		x.ev.emit(event{Ev: "release", Type: typeURL, Version: version})
+	}
 }
 
 // stalls starts a stall of x.stall on every signal until ctx is done.
@@ -186,6 +216,7 @@ func (x *xdsClient) sotw(ctx context.Context, c discovery.AggregatedDiscoverySer
 			req.VersionInfo = resp.VersionInfo
 		}
 		x.ev.emit(ev)
+		x.held(ctx, resp.TypeUrl, ev.Version)
 		if err := s.Send(req); err != nil {
 			return fmt.Errorf("send ACK for %s: %w", resp.TypeUrl, err)
 		}
@@ -249,6 +280,7 @@ func (x *xdsClient) delta(ctx context.Context, c discovery.AggregatedDiscoverySe
 		}
 		ev.N = len(known[resp.TypeUrl])
 		x.ev.emit(ev)
+		x.held(ctx, resp.TypeUrl, ev.Version)
 		if err := s.Send(req); err != nil {
 			return fmt.Errorf("send ACK for %s: %w", resp.TypeUrl, err)
 		}
