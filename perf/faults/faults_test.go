@@ -94,8 +94,9 @@ func TestFaults(t *testing.T) {
 		{"goaway_restart_garbage", goawayRestartGarbage},
 		{"envoy_stall", envoyStall},
 		{"stream_churn", streamChurn},
-		{"last_state", lastState},        // laststate_test.go
-		{"last_state_off", lastStateOff}, // laststate_test.go
+		{"last_state", lastState},                     // laststate_test.go
+		{"last_state_off", lastStateOff},              // laststate_test.go
+		{"last_state_ack_window", lastStateAckWindow}, // laststate_test.go
 	} {
 		if *only != "" && !slices.Contains(strings.Split(*only, ","), sc.name) {
 			continue

@@ -5,11 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	mdns "github.com/miekg/dns"
 
 	"github.com/wingman-mesh/wingman/fastpath"
@@ -332,6 +337,165 @@ func lastStateOff(t *testing.T, w *world) {
 			mem, snapErr != nil, e.Time().Sub(back).Round(time.Millisecond), resets),
 		"as today: no snapshot, nothing served until Istiod is back", verdict(fails)})
 	if len(fails) > 0 {
+		t.Error(verdict(fails))
+	}
+}
+
+// ackWindow is what the control plane saw of the agent's first Delta CDS stream once Istiod is
+// back: the replay's initial_resource_versions and the first response's updates and removals.
+// Guarded by mu.
+type ackWindow struct {
+	mu       sync.Mutex
+	armed    bool
+	replay   []string // names of the first CDS request's initial_resource_versions
+	replayed bool
+	updated  int
+	removed  []string
+	first    chan struct{} // closed when Istiod's first CDS response is sent
+}
+
+func (a *ackWindow) callbacks() serverv3.Callbacks {
+	return serverv3.CallbackFuncs{
+		StreamDeltaRequestFunc: func(_ int64, req *discovery.DeltaDiscoveryRequest) error {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if a.armed && !a.replayed && req.GetTypeUrl() == perf.ClusterType {
+				a.replayed = true
+				for n := range req.GetInitialResourceVersions() {
+					a.replay = append(a.replay, n)
+				}
+			}
+			return nil
+		},
+		StreamDeltaResponseFunc: func(_ int64, _ *discovery.DeltaDiscoveryRequest, resp *discovery.DeltaDiscoveryResponse) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if a.armed && resp.GetTypeUrl() == perf.ClusterType && a.first != nil {
+				a.updated, a.removed = len(resp.GetResources()), resp.GetRemovedResources()
+				close(a.first)
+				a.first = nil
+			}
+		},
+	}
+}
+
+// lastStateAckWindow (issue 31, the Delta ACK window): WINGMAN_LAST_STATE on, Istiod down, the
+// agent and the stand-in killed and started again; the restarted stand-in holds its answers
+// (PERF_ACK_HOLD, an Envoy still applying a large configuration), so the restored clusters have
+// reached it and are not ACKed when Istiod comes back. Istiod dropped one cluster and changed
+// the others meanwhile. Only once Istiod has sent its first CDS response is the stand-in
+// released: that response must remove the dropped cluster (Istiod, like go-control-plane's
+// LinearCache here, removes only names it knows the client has, so the agent's replay must name
+// what the stand-in was sent, not only what it ACKed), and the stand-in must end with Istiod's
+// clusters alone, at Istiod's version, on the same stream (0 resets), nothing stale.
+func lastStateAckWindow(t *testing.T, w *world) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	aw := &ackWindow{}
+	cfg := RigConfig{Bins: w.bins, Env: []string{"WINGMAN_LAST_STATE=true"}, ProxyTmpfs: true, Callbacks: aw.callbacks()}
+	r, err := NewRig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	const n, size = 20, 4 << 20 // a large configuration: 20 clusters, 4 MB
+	v1 := r.Push(n, size, "before-")
+	if _, err := waitVersion(ctx, r, 0, v1); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitSnapshot(ctx, r, v1); err != nil {
+		t.Fatal(err)
+	}
+
+	r.StopCP()
+	if err := r.KillAgent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mark := r.Hub.Mark()
+	held := cfg
+	held.Env = append(slices.Clip(cfg.Env), "PERF_ACK_HOLD=1")
+	if _, err := r.RestartAgent(held); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := r.Hub.Wait(ctx, mark, "the restored clusters at the restarted stand-in", func(e perf.Event) bool {
+		return e.Ev == "push" && e.Type == perf.ClusterType
+	})
+	if err != nil {
+		t.Fatal(r.wrap(err))
+	}
+	if _, err := r.Hub.Wait(ctx, mark, "the stand-in holding its answer to the restored clusters", func(e perf.Event) bool {
+		return e.Ev == "hold" && e.Type == perf.ClusterType
+	}); err != nil {
+		t.Fatal(r.wrap(err))
+	}
+
+	// Istiod, while down, dropped one cluster and changed every other one.
+	const dropped = "outbound|80||svc-00000.ns.svc.cluster.local"
+	next := perf.Clusters(n, size, "after-")
+	delete(next, dropped)
+	v2 := r.PushClusters(next)
+	first := make(chan struct{})
+	aw.mu.Lock()
+	aw.armed, aw.first = true, first
+	aw.mu.Unlock()
+	back := time.Now()
+	if err := r.ServeCP(0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first:
+	case <-ctx.Done():
+		t.Fatal(r.wrap(fmt.Errorf("Istiod sent no CDS response once back: %w", ctx.Err())))
+	}
+	firstAt := time.Since(back)
+	// The stand-in has answered nothing since its restart: the restored response is unACKed.
+	if unheld := r.Hub.Since(mark); slices.ContainsFunc(unheld, func(e perf.Event) bool { return e.Ev == "release" }) {
+		t.Fatal("the stand-in answered before Istiod's first response: no ACK window")
+	}
+	stub, err := r.StubPid()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(stub, syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	e, err := waitVersion(ctx, r, mark, v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions, resets := pushes(r, mark)
+	aw.mu.Lock()
+	replay, updated, removed := len(aw.replay), aw.updated, slices.Clone(aw.removed)
+	replayDropped := slices.Contains(aw.replay, dropped)
+	aw.mu.Unlock()
+	var fails []string
+	if restored.Version != v1 || restored.N != n {
+		fails = append(fails, fmt.Sprintf("restored %s with %d clusters, want the snapshot's %s with %d", restored.Version, restored.N, v1, n))
+	}
+	if !slices.Contains(removed, dropped) {
+		fails = append(fails, fmt.Sprintf("Istiod's first response removed %q, not the dropped cluster", removed))
+	}
+	if e.N != n-1 {
+		fails = append(fails, fmt.Sprintf("the stand-in holds %d clusters at %s, want Istiod's %d (the dropped one removed)", e.N, v2, n-1))
+	}
+	for _, v := range versions {
+		if v < Version(v1) {
+			fails = append(fails, fmt.Sprintf("version cds-%d, older than the snapshot's %s, reached the stand-in", v, v1))
+			break
+		}
+	}
+	if s := stale(versions); s > 0 {
+		fails = append(fails, fmt.Sprintf("%d stale", s))
+	}
+	if resets > 0 {
+		fails = append(fails, fmt.Sprintf("%d Envoy resets", resets))
+	}
+	w.add(t, row{"last_state_ack_window (WINGMAN_LAST_STATE on: Istiod back while the restarted Envoy has not ACKed the restored Delta CDS; Istiod dropped a cluster)",
+		fmt.Sprintf("restored %s, %d clusters (%d B), unACKed; Istiod back with %s: the agent's replay named %d clusters (the dropped one: %v), Istiod's first CDS response %v after it was back: %d updated, removed %q; the stand-in, released: %s with %d clusters, versions %v, stale %d, Envoy resets %d",
+			restored.Version, restored.N, restored.Bytes, v2, replay, replayDropped, firstAt.Round(time.Millisecond), updated, removed, e.Version, e.N, versions, stale(versions), resets),
+		"the dropped cluster removed by Istiod's first response, the stand-in at Istiod's version with its 19 clusters, 0 resets, 0 stale", verdict(fails)})
+	if len(fails) > 0 {
+		logResets(t, r)
 		t.Error(verdict(fails))
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
 
 	"github.com/wingman-mesh/wingman/fastpath"
@@ -70,6 +72,8 @@ type RigConfig struct {
 	// (go-control-plane answers a subscription of an empty cache with nothing the agent ACKs,
 	// and then holds later pushes of that type back).
 	Serve func(cp *controlplane.Server)
+	// Callbacks, when set, see the control plane's streams (go-control-plane's events).
+	Callbacks serverv3.Callbacks
 }
 
 // NewRig builds the namespaces, starts the control plane in C and the agent in A, pushes the
@@ -98,7 +102,7 @@ func NewRig(ctx context.Context, cfg RigConfig) (_ *Rig, err error) {
 	}
 	// NDS is served too: an agent with DNS capture subscribes it (last_state sets a table).
 	r.CP, err = controlplane.New(controlplane.Config{Token: perf.Token, Types: []string{perf.ClusterType, perf.ListenerType, fastpath.NameTableType},
-		VersionPrefixes: true, CA: ca, StreamInterceptor: r.timeSends})
+		VersionPrefixes: true, CA: ca, StreamInterceptor: r.timeSends, Callbacks: cfg.Callbacks})
 	if err != nil {
 		return r, err
 	}
@@ -217,7 +221,11 @@ func (r *Rig) MaxSend() (time.Duration, int) {
 // Push replaces the clusters with n clusters of about size bytes in all and returns the
 // version the stand-in will report.
 func (r *Rig) Push(n, size int, tag string) string {
-	res := perf.Clusters(n, size, tag)
+	return r.PushClusters(perf.Clusters(n, size, tag))
+}
+
+// PushClusters replaces the clusters with res and returns the version the stand-in will report.
+func (r *Rig) PushClusters(res map[string]types.Resource) string {
 	r.mu.Lock()
 	defer r.mu.Unlock() // held so versions and updates stay in order
 	r.CP.Cache(perf.ClusterType).SetResources(res)
