@@ -8,6 +8,10 @@
 // last_state and last_state_off (issue 31, laststate_test.go) kill the agent and the stand-in
 // and start them again in the same directory, its ./etc/istio/proxy a tmpfs (restart.go);
 // last_state's agent proxies DNS, and its DNS proxy is asked for a mesh name with Istiod down.
+// last_state_ack_window restarts the stand-in holding its answers (PERF_ACK_HOLD) and brings
+// Istiod back, having dropped a cluster, while the restored Delta CDS is unACKed; the control
+// plane's callbacks show the agent's replay and Istiod's first response, and only then is the
+// stand-in released (SIGUSR2).
 //
 // The rig lives here rather than in perf because perf compares agents with each other over
 // loopback, while every fault needs namespaces, root and a link this package controls; the

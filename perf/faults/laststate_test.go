@@ -478,6 +478,11 @@ func lastStateAckWindow(t *testing.T, w *world) {
 	if e.N != n-1 {
 		fails = append(fails, fmt.Sprintf("the stand-in holds %d clusters at %s, want Istiod's %d (the dropped one removed)", e.N, v2, n-1))
 	}
+	for _, l := range r.Hub.Since(mark) { // and after every later response of Istiod's so far
+		if l.Ev == "push" && l.Type == perf.ClusterType && l.Version != v1 && l.N != n-1 {
+			fails = append(fails, fmt.Sprintf("the stand-in holds %d clusters at %s, want %d", l.N, l.Version, n-1))
+		}
+	}
 	for _, v := range versions {
 		if v < Version(v1) {
 			fails = append(fails, fmt.Sprintf("version cds-%d, older than the snapshot's %s, reached the stand-in", v, v1))
