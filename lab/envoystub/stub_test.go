@@ -33,11 +33,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // in for the agent: ADS (clusters, listeners) and SDS (default, ROOTCA).
 type agent struct {
 	caches map[string]*cachev3.LinearCache
-	nacks  chan string // error details of NACKs received
+	nacks  chan string    // error details of NACKs received
+	acks   chan time.Time // when each Delta ACK of clusters arrived (dropped when full)
 }
 
 func startAgent(t *testing.T, xdsPath, sdsPath string) *agent {
-	a := &agent{caches: map[string]*cachev3.LinearCache{}, nacks: make(chan string, 8)}
+	a := &agent{caches: map[string]*cachev3.LinearCache{}, nacks: make(chan string, 8), acks: make(chan time.Time, 8)}
 	mc := &cachev3.MuxCache{Classify: func(r *cachev3.Request) string { return r.GetTypeUrl() },
 		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return r.GetTypeUrl() }, Caches: map[string]cachev3.Cache{}}
 	for _, typ := range []string{clusterType, listenerType, secretType} {
@@ -55,6 +56,11 @@ func startAgent(t *testing.T, xdsPath, sdsPath string) *agent {
 		StreamDeltaRequestFunc: func(_ int64, r *discovery.DeltaDiscoveryRequest) error {
 			if r.ErrorDetail != nil {
 				a.nacks <- r.ErrorDetail.Message
+			} else if r.ResponseNonce != "" && r.TypeUrl == clusterType {
+				select {
+				case a.acks <- time.Now():
+				default:
+				}
 			}
 			return nil
 		},
