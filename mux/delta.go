@@ -59,6 +59,15 @@ func (deltaProto) onRequestLocked(s *session, p *fastpath.Peeker, f fastpath.Fra
 	if r.Nonce != "" {
 		ackLocked(s, t, r.Nonce, !r.HasError)
 	}
+	if r.Nonce != "" && t.nonceGen < s.gen && len(subs) == 0 && len(unsubs) == 0 {
+		// The answer to a response an earlier upstream stream (or the restored state) sent, with
+		// no subscription change: the replay already told Istiod what the client has, and Istiod
+		// (pilot/pkg/xds/delta.go shouldRespondDelta, 1.30.3) would ignore it with its nonce as
+		// expired, and log it at error level without one ("Subscribed resources check
+		// mismatch": an empty nonce that changes nothing). Not forwarded.
+		f.Free()
+		return fastpath.Frame{}, r.TypeURL, nil
+	}
 	out, err := rewriteStaleNonce(s, p, t, f, r.Nonce, fastpath.DeltaRequestNonceField)
 	return out, r.TypeURL, err
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,6 +52,9 @@ type istiod struct {
 	requests []*discovery.DiscoveryRequest // every SotW request received
 	deltas   []*discovery.DeltaDiscoveryRequest
 	reqSeen  chan struct{}
+	// deltaGate, when set, is called with each Delta request after it is recorded, on the
+	// stream's receiving goroutine: Istiod handles nothing more of that stream until it returns.
+	deltaGate atomic.Pointer[func(*discovery.DeltaDiscoveryRequest)]
 }
 
 func newIstiod(t testing.TB) *istiod {
@@ -69,6 +73,9 @@ func newIstiod(t testing.TB) *istiod {
 			i.deltas = append(i.deltas, proto.Clone(r).(*discovery.DeltaDiscoveryRequest))
 			i.mu.Unlock()
 			signal(i.reqSeen)
+			if gate := i.deltaGate.Load(); gate != nil {
+				(*gate)(r) // may hold the stream's receiving until the test lets it go
+			}
 			return nil
 		},
 	}

@@ -36,7 +36,8 @@ type downstream interface {
 type protocol interface {
 	delta() bool
 	// onRequestLocked does the bookkeeping for a client request and returns the frame to
-	// forward (f itself or a rewrite of it; f is consumed) and the request's type URL.
+	// forward (f itself or a rewrite of it; f is consumed; none, Data nil, when nothing is to
+	// go upstream) and the request's type URL.
 	onRequestLocked(s *session, p *fastpath.Peeker, f fastpath.Frame) (out fastpath.Frame, typeURL string, err error)
 	// peekResponse reads a response's type URL, nonce and version; for Delta it also records
 	// the resource names and versions into pd (which may be nil for the agent's own types).
@@ -240,6 +241,10 @@ func (s *session) onRequest(ctx context.Context, p *fastpath.Peeker, f fastpath.
 		s.mu.Unlock()
 		s.logger().Warn("malformed request from client", "err", err)
 		return status.Errorf(codes.InvalidArgument, "malformed request: %v", err)
+	}
+	if out.Data == nil { // nothing to forward (a stale Delta answer, deltaProto.onRequestLocked)
+		s.mu.Unlock()
+		return nil
 	}
 	it := item{typeURL: typeURL, frame: out, coalesce: !s.proto.delta()}
 	ok, err := s.reqQ.tryPush(it)
