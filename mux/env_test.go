@@ -55,10 +55,46 @@ type istiod struct {
 	// deltaGate, when set, is called with each Delta request after it is recorded, on the
 	// stream's receiving goroutine: Istiod handles nothing more of that stream until it returns.
 	deltaGate atomic.Pointer[func(*discovery.DeltaDiscoveryRequest)]
+	sotwGate  atomic.Pointer[func(*discovery.DiscoveryRequest)]
+	// read counts the requests read off the wire, before go-control-plane's stream loop (which
+	// a gate may hold) takes them; readSeen is signalled at each.
+	read     atomic.Int64
+	readSeen chan struct{}
+}
+
+// readRequests counts each request a stream reads (controlplane.Config.StreamInterceptor).
+func (i *istiod) readRequests(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, countedStream{ss, i})
+}
+
+type countedStream struct {
+	grpc.ServerStream
+	i *istiod
+}
+
+func (s countedStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err == nil {
+		s.i.read.Add(1)
+		signal(s.i.readSeen)
+	}
+	return err
+}
+
+// waitRead waits until n requests in all have been read off the wire.
+func (i *istiod) waitRead(ctx context.Context, n int64) error {
+	for i.read.Load() < n {
+		select {
+		case <-i.readSeen:
+		case <-ctx.Done():
+			return fmt.Errorf("%d requests read at Istiod, want %d: %w", i.read.Load(), n, ctx.Err())
+		}
+	}
+	return nil
 }
 
 func newIstiod(t testing.TB) *istiod {
-	i := &istiod{t: t, reqSeen: make(chan struct{}, 1), caches: map[string]*cachev3.LinearCache{}}
+	i := &istiod{t: t, reqSeen: make(chan struct{}, 1), readSeen: make(chan struct{}, 1), caches: map[string]*cachev3.LinearCache{}}
 	types := []string{fastpath.ClusterType, fastpath.ListenerType, fastpath.NameTableType, fastpath.HealthInfoType, fastpath.ExtensionConfigType}
 	cb := serverv3.CallbackFuncs{
 		StreamRequestFunc: func(_ int64, r *discovery.DiscoveryRequest) error {
@@ -66,6 +102,9 @@ func newIstiod(t testing.TB) *istiod {
 			i.requests = append(i.requests, proto.Clone(r).(*discovery.DiscoveryRequest))
 			i.mu.Unlock()
 			signal(i.reqSeen)
+			if gate := i.sotwGate.Load(); gate != nil {
+				(*gate)(r)
+			}
 			return nil
 		},
 		StreamDeltaRequestFunc: func(_ int64, r *discovery.DeltaDiscoveryRequest) error {
@@ -80,7 +119,7 @@ func newIstiod(t testing.TB) *istiod {
 		},
 	}
 	srv, err := controlplane.New(controlplane.Config{Token: testToken, Metadata: map[string]string{"ClusterID": "Kubernetes"},
-		Types: types, Callbacks: cb})
+		Types: types, Callbacks: cb, StreamInterceptor: i.readRequests})
 	if err != nil {
 		t.Fatal(err)
 	}

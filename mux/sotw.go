@@ -1,6 +1,10 @@
 package mux
 
 import (
+	"maps"
+
+	"google.golang.org/grpc/mem"
+
 	"github.com/wingman-mesh/wingman/fastpath"
 )
 
@@ -19,13 +23,51 @@ func (sotw) onRequestLocked(s *session, p *fastpath.Peeker, f fastpath.Frame) (f
 		return fastpath.Frame{}, "", err
 	}
 	t := s.typeLocked(r.TypeURL)
+	// An answer to a response an earlier upstream stream (or the restored state) sent, before
+	// the new stream has carried one of its type, naming what the replay named: Istiod
+	// (pkg/xds/server.go ShouldRespond, 1.30.3) would take it without its nonce for a new
+	// subscription and push the whole type again, and with it ignore it as expired. Not
+	// forwarded; it still updates the subscription a later replay sends.
+	bare := false
+	if r.Nonce != "" && t.nonceGen < s.gen && t.lastReq.Data != nil {
+		same, err := sameRequestNames(p, t.lastReq.Data, f.Data)
+		if err != nil {
+			f.Free()
+			return fastpath.Frame{}, "", err
+		}
+		bare = same
+	}
 	// The latest request holds the whole subscription (names and last accepted version): it is
 	// what a reconnect replays. Keep a reference to the received buffers, no copy.
 	t.lastReq.Free()
 	f.Data.Ref()
 	t.lastReq = fastpath.Frame{Data: f.Data}
+	if bare {
+		f.Free()
+		return fastpath.Frame{}, r.TypeURL, nil
+	}
 	out, err := rewriteStaleNonce(s, p, t, f, r.Nonce, fastpath.RequestNonceField)
 	return out, r.TypeURL, err
+}
+
+// sameRequestNames reports whether two state-of-the-world requests name the same set of
+// resources, as Istiod compares them (a set: order and repeats aside).
+func sameRequestNames(p *fastpath.Peeker, a, b mem.BufferSlice) (bool, error) {
+	var r fastpath.Request
+	names := func(d mem.BufferSlice) (map[string]struct{}, error) {
+		m := map[string]struct{}{}
+		err := p.PeekRequestNames(d, &r, func(n []byte) { m[string(n)] = struct{}{} })
+		return m, err
+	}
+	na, err := names(a)
+	if err != nil {
+		return false, err
+	}
+	nb, err := names(b)
+	if err != nil {
+		return false, err
+	}
+	return maps.Equal(na, nb), nil
 }
 
 // rewriteStaleNonce strips a response nonce that an earlier upstream stream issued, when the
