@@ -396,7 +396,9 @@ func (d *decoder) indexResponse(n, size int64) (Response, error) {
 		if err != nil {
 			return Response{}, err
 		}
-		if l > uint64(n-(start-d.left)) {
+		// What is left of the record: negative when the length itself ran past its end (a
+		// uint64 conversion of that let a length of terabytes through, found by FuzzDecode).
+		if left := n - (start - d.left); left < 0 || l > uint64(left) {
 			return Response{}, fmt.Errorf("%w: bad response record", ErrCorrupt)
 		}
 		fields[i] = make([]byte, l)
@@ -408,6 +410,9 @@ func (d *decoder) indexResponse(n, size int64) (Response, error) {
 		return Response{}, fmt.Errorf("%w: bad response record", ErrCorrupt)
 	}
 	rest := n - (start - d.left)
+	if rest < 0 {
+		return Response{}, fmt.Errorf("%w: bad response record", ErrCorrupt)
+	}
 	resp := Response{TypeURL: string(fields[0]), Version: string(fields[1]), off: size - d.left, size: rest}
 	if err := d.skim(rest); err != nil {
 		return Response{}, err
