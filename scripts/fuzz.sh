@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every native Go fuzz target in the module for the given time each (default 30s: CI gives
-# every target at least 30 s, about 27 min for 48 targets, well inside its 90-minute budget; at 5 s
+# every target at least 30 s, about 26 min for 49 targets, well inside its 90-minute budget; at 5 s
 # some targets spent the whole run on their seed corpus and executed a handful of inputs).
 #
 # A target fails when the fuzzer reports a failing input (it writes a reproducer under
