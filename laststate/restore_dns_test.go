@@ -3,20 +3,17 @@ package laststate
 import (
 	"bytes"
 	"context"
-	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	mdns "github.com/miekg/dns"
 
 	"github.com/wingman-mesh/wingman/dns"
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/internal/ndspb"
+	"github.com/wingman-mesh/wingman/lab/dnsrig"
 	"github.com/wingman-mesh/wingman/mux"
 )
 
@@ -26,59 +23,6 @@ func meshTable(ip string) *ndspb.NameTable {
 	return &ndspb.NameTable{Table: map[string]*ndspb.NameTable_NameInfo{
 		meshHost: {Ips: []string{ip}, Registry: "Kubernetes", Shortname: "productpage", Namespace: "ns"},
 	}}
-}
-
-// runDNS runs a real DNS proxy on a free loopback port until the test ends (its upstream a
-// refused port: nothing here is forwarded) and returns it with its address.
-func runDNS(t *testing.T) (*dns.Server, string) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := l.Addr().String()
-	l.Close()
-	resolv := filepath.Join(t.TempDir(), "resolv.conf")
-	if err := os.WriteFile(resolv, []byte("nameserver "+refused+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d, err := dns.New(dns.Config{Addr: "127.0.0.1:0", ResolvConf: resolv, Namespace: "ns", Domain: "ns.svc.cluster.local", ForwardTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("dns: %v", err)
-		}
-	})
-	select {
-	case <-d.Bound():
-	case err := <-done:
-		t.Fatalf("dns: %v", err)
-	}
-	return d, d.Addrs()[0].String()
-}
-
-// lookup asks the DNS proxy at addr for meshHost's A record over UDP with miekg/dns: the address
-// answered, or the rcode's name when there is none.
-func lookup(t *testing.T, addr string) string {
-	t.Helper()
-	q := new(mdns.Msg)
-	q.SetQuestion(meshHost+".", mdns.TypeA)
-	r, _, err := (&mdns.Client{Net: "udp", Timeout: 5 * time.Second}).Exchange(q, addr)
-	if err != nil {
-		t.Fatalf("query %s: %v", meshHost, err)
-	}
-	for _, rr := range r.Answer {
-		if a, ok := rr.(*mdns.A); ok {
-			return a.A.String()
-		}
-	}
-	return mdns.RcodeToString[r.Rcode]
 }
 
 // ndsHandler is the agent's NDS handler as cmd/pilot-agent wires it (nameTableHandler): the
@@ -142,7 +86,7 @@ func TestRestoreNameTableHandsOver(t *testing.T) {
 	}
 
 	// Run 1: Istiod up. The proxy subscribes NDS after the client's first listener request.
-	d1, addr1 := runDNS(t)
+	d1, addr1 := dnsrig.Start(t)
 	h.use(d1)
 	r1 := w.start(t, dir, nil, nil)
 	c1 := dial(t, ctx, r1.sock, false)
@@ -150,7 +94,7 @@ func TestRestoreNameTableHandsOver(t *testing.T) {
 	c1.mustRecv(fastpath.ClusterType)
 	c1.subscribe(fastpath.ListenerType)
 	took := waitApplied()
-	if got := lookup(t, addr1); got != "10.0.0.1" {
+	if got := dnsrig.LookupA(t, addr1, meshHost+"."); got != "10.0.0.1" {
 		t.Fatalf("run 1: %s", got)
 	}
 	waitSnapshot(ctx, t, r1, dir, func(s *Snapshot) bool { // s is closed: its table is read below
@@ -171,9 +115,9 @@ func TestRestoreNameTableHandsOver(t *testing.T) {
 	if err := snap.Check(testID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	d2, addr2 := runDNS(t)
+	d2, addr2 := dnsrig.Start(t)
 	h.use(d2)
-	if got := lookup(t, addr2); got != "SERVFAIL" {
+	if got := dnsrig.LookupA(t, addr2, meshHost+"."); got != "SERVFAIL" {
 		t.Fatalf("restarted, before the restore: %s", got)
 	}
 	table, err := snap.ReadNameTable()
@@ -184,7 +128,7 @@ func TestRestoreNameTableHandsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2 := w.start(t, dir, func(reg *metric.Registry) mux.Restorer { return NewSource(snap, reg, nil) }, snap)
-	if got := lookup(t, addr2); got != "10.0.0.1" {
+	if got := dnsrig.LookupA(t, addr2, meshHost+"."); got != "10.0.0.1" {
 		t.Fatalf("restored: %s, want the snapshot's 10.0.0.1", got)
 	}
 	c2 := dial(t, ctx, r2.sock, false)
@@ -199,7 +143,7 @@ func TestRestoreNameTableHandsOver(t *testing.T) {
 	}
 	for {
 		waitApplied()
-		if got := lookup(t, addr2); got == "10.0.0.2" {
+		if got := dnsrig.LookupA(t, addr2, meshHost+"."); got == "10.0.0.2" {
 			break
 		} else if got != "10.0.0.1" {
 			t.Fatalf("after Istiod's table: %s", got)

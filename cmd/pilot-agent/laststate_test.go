@@ -24,6 +24,7 @@ import (
 	"github.com/wingman-mesh/wingman/fastpath"
 	"github.com/wingman-mesh/wingman/internal/metric"
 	"github.com/wingman-mesh/wingman/internal/syncbuf"
+	"github.com/wingman-mesh/wingman/lab/dnsrig"
 	"github.com/wingman-mesh/wingman/lab/testca"
 	"github.com/wingman-mesh/wingman/laststate"
 	"github.com/wingman-mesh/wingman/mux"
@@ -151,7 +152,7 @@ func TestLastStateRestoresWithoutIstiod(t *testing.T) {
 		a, m, out := lastStateAgent(t, dir, l.Addr().String(), on)
 		writeSnapshotWith(t, a, dir, laststate.Identity{NodeID: a.nodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"},
 			func(rec *laststate.Recorder) { rec.NameTable(nameTable(t, "10.0.0.1")) })
-		d, _ := dnsProxy(t)
+		d, _ := dnsrig.Start(t)
 		if ls := a.lastState(metric.NewRegistry(), m, d); ls.rec == nil || ls.restore != nil {
 			t.Fatalf("recorder %v, restored %v with Istiod up; log:\n%s", ls.rec != nil, ls.restore != nil, out.String())
 		}
