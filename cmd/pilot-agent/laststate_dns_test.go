@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,18 +13,6 @@ import (
 	"github.com/wingman-mesh/wingman/lab/dnsrig"
 	"github.com/wingman-mesh/wingman/laststate"
 )
-
-// refusedAddr is a loopback port with nothing listening: a dial to it is refused.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
 
 // meshName is the Kubernetes service the test's NameTables name (in the agent's namespace).
 const meshName = "productpage.ns.svc.cluster.local."
@@ -52,7 +39,7 @@ func nameTable(t *testing.T, ip string) []byte {
 // restored one and the snapshot.
 func TestLastStateRestoresNameTable(t *testing.T) {
 	dir := shm(t)
-	a, m, out := lastStateAgent(t, dir, refusedAddr(t), []string{"WINGMAN_LAST_STATE=true"})
+	a, m, out := lastStateAgent(t, dir, dnsrig.RefusedAddr(t), []string{"WINGMAN_LAST_STATE=true"})
 	id := laststate.Identity{NodeID: a.nodeID(), Namespace: "ns", ServiceAccount: "app", TrustDomain: "cluster.local"}
 	before, after := nameTable(t, "10.0.0.1"), nameTable(t, "10.0.0.2")
 

@@ -115,7 +115,7 @@ func shm(t *testing.T) string {
 // metric at 1, one log line naming age and versions), and does not restore it when Istiod
 // answers, nor a snapshot of another workload.
 func TestLastStateRestoresWithoutIstiod(t *testing.T) {
-	refused := func() string { return refusedAddr(t) }
+	refused := func() string { return dnsrig.RefusedAddr(t) }
 	on := []string{"WINGMAN_LAST_STATE=true"}
 	t.Run("istiod down", func(t *testing.T) {
 		dir := shm(t)

@@ -20,12 +20,7 @@ import (
 // and returns it with its address once it is bound.
 func Start(t testing.TB) (*dns.Server, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := l.Addr().String()
-	l.Close()
+	refused := RefusedAddr(t)
 	resolv := filepath.Join(t.TempDir(), "resolv.conf")
 	if err := os.WriteFile(resolv, []byte("nameserver "+refused+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -49,6 +44,18 @@ func Start(t testing.TB) (*dns.Server, string) {
 		t.Fatalf("dns: %v", err)
 	}
 	return d, d.Addrs()[0].String()
+}
+
+// RefusedAddr is a loopback port with nothing listening: a dial to it is refused.
+func RefusedAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
 
 // LookupA asks the DNS proxy at addr for name's A record (name fully qualified, with its
